@@ -1,0 +1,190 @@
+"""Each op's reference against a naive formula written differently: outputs and gradients,
+odd shapes (T = 63, 200; D = 24), float64 truth."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import attnbench.kernels as K
+from attnbench.kernels.msa import reference as msa_ref
+from attnbench.kernels.lightning import reference as lightning_ref
+
+from naive import (
+    lightning_quadratic,
+    lightning_recurrent,
+    msa_attn_naive,
+    msa_select_naive,
+    sliding_naive,
+    softmax_naive,
+)
+
+SHAPES = [(1, 4, 2, 63, 24), (2, 6, 3, 200, 24), (1, 2, 2, 17, 32)]  # B, H, Hkv, T, D
+
+
+def rand(*shape, requires_grad=True, seed=0):
+    g = torch.Generator().manual_seed(seed + sum(shape))
+    return torch.randn(*shape, generator=g, dtype=torch.float32).requires_grad_(requires_grad)
+
+
+def assert_close(got, want, rtol=1e-4, atol=1e-5, what=""):
+    got, want = got.detach().double(), want.detach().double()
+    err = (got - want).abs()
+    bound = atol + rtol * want.abs()
+    if not bool((err <= bound).all()):
+        i = int((err - bound).argmax())
+        raise AssertionError(
+            f"{what}: worst element {i}: got {got.flatten()[i]:.6g}, want {want.flatten()[i]:.6g}, "
+            f"|err| {err.flatten()[i]:.3g} > {bound.flatten()[i]:.3g}"
+        )
+
+
+def grads(fn, inputs, seed=1):
+    out = fn(*inputs)
+    out = out[0] if isinstance(out, tuple) else out
+    w = torch.randn(out.shape, generator=torch.Generator().manual_seed(seed)).to(out.dtype)
+    return torch.autograd.grad((out * w).sum(), inputs)
+
+
+def double(*xs):
+    return [x.detach().double().requires_grad_(True) for x in xs]
+
+
+@pytest.mark.parametrize("B,H,Hkv,T,D", SHAPES)
+def test_softmax_attn(B, H, Hkv, T, D):
+    q, k, v = rand(B, H, T, D), rand(B, Hkv, T, D, seed=1), rand(B, Hkv, T, D, seed=2)
+    assert_close(K.softmax_attn(q, k, v, backend="reference"), softmax_naive(*double(q, k, v)), what="o")
+    for gg, gw, name in zip(grads(lambda *a: K.softmax_attn(*a, backend="reference"), [q, k, v]),
+                            grads(softmax_naive, double(q, k, v)), "qkv"):
+        assert_close(gg, gw, what=f"d{name}")
+
+
+def test_softmax_attn_queries_aligned_to_last_keys():
+    q, k, v = rand(2, 4, 5, 16), rand(2, 2, 40, 16, seed=1), rand(2, 2, 40, 16, seed=2)
+    assert_close(K.softmax_attn(q, k, v, scale=0.3), softmax_naive(*double(q, k, v), scale=0.3), what="o")
+    one = K.softmax_attn(q[:, :, -1:], k, v)
+    assert_close(one, softmax_naive(*double(q[:, :, -1:], k, v)), what="decode")
+
+
+@pytest.mark.parametrize("B,H,Hkv,T,D", SHAPES)
+@pytest.mark.parametrize("with_state", [False, True])
+def test_lightning_attn_against_quadratic_form(B, H, Hkv, T, D, with_state):
+    Dv = D + 8  # Dk != Dv on purpose
+    q, k, v = rand(B, H, T, D), rand(B, H, T, D, seed=1), rand(B, H, T, Dv, seed=2)
+    q, k = q.detach().mul(0.3).requires_grad_(), k.detach().mul(0.3).requires_grad_()
+    decay = torch.tensor([2 ** (-8 * (h + 1) / H) for h in range(H)])
+    S0 = rand(B, H, D, Dv, seed=3) if with_state else None
+    inputs = [q, k, v] + ([S0] if with_state else [])
+    fn = lambda q, k, v, *s: K.lightning_attn(q, k, v, decay, initial_state=s[0] if s else None, backend="reference")
+    nv = lambda q, k, v, *s: lightning_quadratic(q, k, v, decay.double(), s[0] if s else None)
+    o, final = fn(*inputs)
+    o_want, final_want = nv(*double(*inputs))
+    assert final.dtype == torch.float32
+    assert_close(o, o_want, what="o")
+    assert_close(final, final_want, what="final_state")
+    for gg, gw, name in zip(grads(fn, inputs), grads(nv, double(*inputs)), ["q", "k", "v", "S0"]):
+        assert_close(gg, gw, what=f"d{name}")
+
+
+def test_lightning_chunking_and_segments_agree_with_recurrence(monkeypatch):
+    B, H, T, D = 1, 3, 77, 8
+    q, k, v = (rand(B, H, T, D, requires_grad=False, seed=i) * 0.5 for i in range(3))
+    decay = torch.tensor([0.9, 0.05, 1e-4])
+    want_o, want_s = lightning_recurrent(*(x.double() for x in (q, k, v)), decay.double())
+    for chunk, segment in [(1, 16384), (5, 16384), (64, 30), (128, 16384)]:
+        monkeypatch.setattr(lightning_ref, "SEGMENT", segment)
+        o, s = lightning_ref.lightning_attn(q, k, v, decay, chunk=chunk)
+        assert_close(o, want_o, what=f"o chunk={chunk} segment={segment}")
+        assert_close(s, want_s, what=f"state chunk={chunk} segment={segment}")
+
+
+def test_lightning_split_sequence_equals_whole():
+    """Running two halves with the state carried equals one pass (the prefill contract)."""
+    q, k, v = (rand(2, 2, 90, 16, requires_grad=False, seed=i) * 0.5 for i in range(3))
+    decay = torch.tensor([0.3, 0.01])
+    o, s = K.lightning_attn(q, k, v, decay)
+    o1, s1 = K.lightning_attn(q[:, :, :37], k[:, :, :37], v[:, :, :37], decay)
+    o2, s2 = K.lightning_attn(q[:, :, 37:], k[:, :, 37:], v[:, :, 37:], decay, initial_state=s1)
+    assert_close(torch.cat([o1, o2], 2), o, what="o")
+    assert_close(s2, s, what="state")
+
+
+@pytest.mark.parametrize("B,H,Hkv,T,D", SHAPES)
+@pytest.mark.parametrize("window", [1, 7, 64, 500])
+def test_sliding_window_attn(B, H, Hkv, T, D, window):
+    q, k, v = rand(B, H, T, D), rand(B, Hkv, T, D, seed=1), rand(B, Hkv, T, D, seed=2)
+    fn = lambda *a: K.sliding_window_attn(*a, window, backend="reference")
+    nv = lambda *a: sliding_naive(*a, window)
+    assert_close(fn(q, k, v), nv(*double(q, k, v)), what="o")
+    for gg, gw, name in zip(grads(fn, [q, k, v]), grads(nv, double(q, k, v)), "qkv"):
+        assert_close(gg, gw, what=f"d{name}")
+
+
+def test_sliding_window_with_cache_prefix():
+    q, k, v = rand(1, 4, 30, 16), rand(1, 2, 100, 16, seed=1), rand(1, 2, 100, 16, seed=2)
+    assert_close(K.sliding_window_attn(q, k, v, 45), sliding_naive(*double(q, k, v), 45), what="o")
+
+
+def test_sliding_window_covering_everything_is_softmax():
+    q, k, v = rand(2, 4, 200, 24), rand(2, 2, 200, 24, seed=1), rand(2, 2, 200, 24, seed=2)
+    assert_close(K.sliding_window_attn(q, k, v, 200), K.softmax_attn(q, k, v), what="w = T")
+    assert_close(K.sliding_window_attn(q, k, v, 10_000), K.softmax_attn(q, k, v), what="w > T")
+
+
+@pytest.mark.parametrize("B,G,T,S,Di,bs,top_k", [(1, 2, 63, 63, 24, 8, 3), (2, 1, 200, 200, 16, 16, 4), (1, 3, 20, 130, 8, 7, 5)])
+@pytest.mark.parametrize("pool", ["max", "mean"])
+def test_msa_select(monkeypatch, B, G, T, S, Di, bs, top_k, pool):
+    monkeypatch.setattr(msa_ref, "SELECT_ROWS", 7)  # force many query and key tiles
+    monkeypatch.setattr(msa_ref, "SELECT_KEYS", 20)
+    iq, ik = rand(B, G, T, Di, requires_grad=False), rand(B, S, Di, requires_grad=False, seed=1)
+    got = K.msa_select(iq, ik, bs, top_k, pool=pool)
+    want = msa_select_naive(iq, ik, bs, top_k, pool)
+    assert got.dtype == torch.int64 and got.shape == (B, G, T, top_k)
+    assert torch.equal(got, want)
+
+
+@pytest.mark.parametrize("B,H,G,T,D,bs,top_k", [(1, 4, 2, 63, 24, 8, 3), (2, 6, 3, 200, 24, 16, 4), (1, 2, 1, 45, 16, 5, 2)])
+@pytest.mark.parametrize("path", ["dense", "block_major"])
+def test_msa_attn(monkeypatch, B, H, G, T, D, bs, top_k, path):
+    if path == "block_major":
+        monkeypatch.setattr(msa_ref, "DENSE_LIMIT", 0)
+        monkeypatch.setattr(msa_ref, "QUERY_CHUNK", 50)
+    q, k, v = rand(B, H, T, D), rand(B, G, T, D, seed=1), rand(B, G, T, D, seed=2)
+    block_idx = K.msa_select(rand(B, G, T, 8, requires_grad=False, seed=3), rand(B, T, 8, requires_grad=False, seed=4), bs, top_k)
+    fn = lambda *a: K.msa_attn(*a, block_idx, bs, backend="reference")
+    nv = lambda *a: msa_attn_naive(*a, block_idx, bs)
+    assert_close(fn(q, k, v), nv(*double(q, k, v)), what="o")
+    for gg, gw, name in zip(grads(fn, [q, k, v]), grads(nv, double(q, k, v)), "qkv"):
+        assert_close(gg, gw, what=f"d{name}")
+
+
+@pytest.mark.parametrize("path", ["dense", "block_major"])
+def test_msa_covering_every_block_is_softmax(monkeypatch, path):
+    if path == "block_major":
+        monkeypatch.setattr(msa_ref, "DENSE_LIMIT", 0)
+    B, H, G, T, D, bs = 2, 4, 2, 200, 24, 16
+    q, k, v = rand(B, H, T, D), rand(B, G, T, D, seed=1), rand(B, G, T, D, seed=2)
+    iq, ik = rand(B, G, T, 8, requires_grad=False, seed=3), rand(B, T, 8, requires_grad=False, seed=4)
+    block_idx = K.msa_select(iq, ik, bs, top_k=-(-T // bs))
+    assert_close(K.msa_attn(q, k, v, block_idx, bs), K.softmax_attn(q, k, v), what="msa(all blocks) vs softmax")
+
+
+def test_msa_attn_queries_aligned_to_last_keys(monkeypatch):
+    B, H, G, T, S, D, bs = 1, 4, 2, 9, 70, 16, 8
+    q, k, v = rand(B, H, T, D), rand(B, G, S, D, seed=1), rand(B, G, S, D, seed=2)
+    block_idx = K.msa_select(rand(B, G, T, 8, requires_grad=False, seed=3), rand(B, S, 8, requires_grad=False, seed=4), bs, 3)
+    want = msa_attn_naive(*double(q, k, v), block_idx, bs)
+    assert_close(K.msa_attn(q, k, v, block_idx, bs), want, what="dense")
+    monkeypatch.setattr(msa_ref, "DENSE_LIMIT", 0)
+    assert_close(K.msa_attn(q, k, v, block_idx, bs), want, what="block-major")
+
+
+def test_bad_shapes_raise_clear_errors():
+    q = torch.randn(1, 3, 8, 16)
+    kv = torch.randn(1, 2, 8, 16)
+    with pytest.raises(ValueError, match="divisible"):
+        K.softmax_attn(q, kv, kv)
+    with pytest.raises(ValueError, match="window"):
+        K.sliding_window_attn(q, q, q, 0)
+    with pytest.raises(ValueError, match="backend"):
+        K.softmax_attn(q, q, q, backend="cuda-magic")
