@@ -1,0 +1,17 @@
+"""Experiments, one module each with ``run(ctx: RunContext)``; ``exp.name`` picks one.
+
+The registry maps names to modules of this package only: a config can never make attnbench
+import or call anything else.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+EXPERIMENTS = {
+    "smoke": "attnbench.experiments.smoke",
+}
+
+
+def runner(name: str):
+    return importlib.import_module(EXPERIMENTS[name]).run

@@ -1,0 +1,123 @@
+"""The shared MoE backbone: one layer layout string picks the attention of every layer.
+
+    x = embed(idx)
+    for each layer l (letter layout[l] in S L W M):
+        x = x + attention_l(RMSNorm(x))
+        x = x + MoE(RMSNorm(x))
+    logits = head(RMSNorm(x))            (head tied to the embedding by default)
+
+Everything but the attention is identical across designs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from .lightning import LightningAttention
+from .moe import MoE
+from .msa import MSAAttention
+from .sliding_window import SlidingWindowAttention
+from .softmax import SoftmaxAttention
+
+ATTENTION = {"S": SoftmaxAttention, "L": LightningAttention, "W": SlidingWindowAttention, "M": MSAAttention}
+LETTERS = {"S": "softmax", "L": "lightning", "W": "sliding_window", "M": "msa"}
+
+
+def resolve_layout(layout: str, n_layers: int) -> str:
+    """A layout is one letter a layer; a shorter period is tiled when it divides n_layers."""
+    bad = sorted(set(layout) - set(ATTENTION))
+    if not layout or bad:
+        raise ValueError(f"layout {layout!r}: letters must be from {''.join(ATTENTION)} ({', '.join(f'{k}={v}' for k, v in LETTERS.items())})")
+    if n_layers % len(layout):
+        raise ValueError(f"layout {layout!r} (length {len(layout)}) does not tile n_layers={n_layers}")
+    return layout * (n_layers // len(layout))
+
+
+class Block(nn.Module):
+    def __init__(self, cfg, design, layer: int, letter: str):
+        super().__init__()
+        self.letter = letter
+        self.attn_norm = nn.RMSNorm(cfg.d_model, eps=1e-6)
+        self.attn = ATTENTION[letter](cfg, design, layer)
+        self.moe_norm = nn.RMSNorm(cfg.d_model, eps=1e-6)
+        self.moe = MoE(cfg)
+
+    def forward(self, x, cache=None):
+        a, index_loss = self.attn(self.attn_norm(x), cache)
+        x = x + a
+        m, balance = self.moe(self.moe_norm(x))
+        return x + m, index_loss, balance
+
+
+@dataclass
+class Output:
+    logits: torch.Tensor  # (B, T', V): T' = T, or the positions asked for
+    balance_loss: torch.Tensor  # mean over layers of the MoE load-balancing loss
+    index_loss: torch.Tensor  # sum over msa layers of the index KL (0 without msa layers / outside training)
+
+
+class ModelCache:
+    """One cache per layer (KV buffer, lightning state, ring buffer or MSA cache)."""
+
+    def __init__(self, layers: list):
+        self.layers = layers
+
+    @property
+    def length(self) -> int:
+        return self.layers[0].length
+
+    def nbytes(self) -> int:
+        return sum(c.nbytes() for c in self.layers)
+
+    def nbytes_by_layer(self) -> list[int]:
+        return [c.nbytes() for c in self.layers]
+
+
+class Model(nn.Module):
+    def __init__(self, cfg, design):
+        super().__init__()
+        self.cfg, self.design_name = cfg, design.name
+        self.layout = resolve_layout(design.layout, cfg.n_layers)
+        self.embed = nn.Embedding(cfg.vocab_size, cfg.d_model)
+        self.blocks = nn.ModuleList(Block(cfg, design, i, letter) for i, letter in enumerate(self.layout))
+        self.norm = nn.RMSNorm(cfg.d_model, eps=1e-6)
+        self.head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
+        self.apply(self._init)
+        if cfg.tie_embeddings:
+            self.head.weight = self.embed.weight
+
+    def _init(self, module):
+        if isinstance(module, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(module.weight, std=self.cfg.init_std)
+
+    def new_cache(self) -> ModelCache:
+        return ModelCache([block.attn.new_cache() for block in self.blocks])
+
+    def forward(self, idx: torch.Tensor, cache: ModelCache | None = None, logits_at=None) -> Output:
+        """idx (B, T) token ids. With a cache, the T tokens continue the cached context.
+
+        logits_at: positions (an index into T) for which logits are needed (None: all).
+        """
+        x = self.embed(idx)  # (B, T, C)
+        index_loss, balance = x.new_zeros(()), x.new_zeros(())
+        for i, block in enumerate(self.blocks):
+            x, il, bl = block(x, cache.layers[i] if cache is not None else None)
+            index_loss, balance = index_loss + il, balance + bl
+        if logits_at is not None:
+            x = x[:, logits_at]
+        return Output(self.head(self.norm(x)), balance / len(self.blocks), index_loss)
+
+    def param_counts(self) -> dict[str, int]:
+        """Parameters by part, and those active for one token (top-k of E experts)."""
+        def count(module):
+            return sum(p.numel() for p in module.parameters())
+
+        attention = sum(count(b.attn) for b in self.blocks)
+        experts = sum(b.moe.w_up_EFC.numel() + b.moe.w_down_ECF.numel() for b in self.blocks)
+        total = count(self)
+        active = total - experts + experts * self.cfg.top_k_experts // self.cfg.n_experts
+        return {"total": total, "attention": attention, "experts": experts, "active": active,
+                "embedding": self.embed.weight.numel()}

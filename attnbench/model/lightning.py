@@ -1,0 +1,59 @@
+"""lightning: MiniMax-Text-01's linear attention layer.
+
+    [q | k | v] = SiLU(W_qkv x)                 (SiLU on v too; no 1/sqrt(D), no denominator)
+    S_t = exp(-s_h) S_{t-1} + k_t^T v_t,  o_t = q_t S_t      (S is D x D per head, fp32)
+    s_h = 2^(-8 (h + 1) / H) * (1 - l / (L - 1) + 1e-5)      (l the layer index, L the layer count)
+    y = W_o( sigmoid(W_g x) * RMSNorm(concat_h o) )
+
+The cache is the fixed-size state S: its bytes do not grow with the context.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from attnbench.kernels import lightning_attn
+
+
+def decay_rates(n_heads: int, layer: int, n_layers: int) -> torch.Tensor:
+    """(H,) per-head decay rates s_h with MiniMax's per-layer scaling."""
+    slopes = torch.tensor([2.0 ** (-8.0 * (h + 1) / n_heads) for h in range(n_heads)])
+    depth = layer / (n_layers - 1) if n_layers > 1 else 0.0
+    return slopes * (1.0 - depth + 1e-5)
+
+
+class LinearState:
+    """The lightning cache: S (B, H, D, D) in fp32, plus the count of tokens it has absorbed."""
+
+    def __init__(self):
+        self.state: torch.Tensor | None = None
+        self.length = 0
+
+    def nbytes(self) -> int:
+        return 0 if self.state is None else self.state.numel() * self.state.element_size()
+
+
+class LightningAttention(nn.Module):
+    def __init__(self, cfg, design, layer: int):
+        super().__init__()
+        self.H, self.D = cfg.n_heads, cfg.head_dim
+        self.qkv = nn.Linear(cfg.d_model, 3 * self.H * self.D, bias=False)
+        self.gate = nn.Linear(cfg.d_model, self.H * self.D, bias=False)
+        self.norm = nn.RMSNorm(self.H * self.D, eps=1e-6)
+        self.o = nn.Linear(self.H * self.D, cfg.d_model, bias=False)
+        self.register_buffer("decay", decay_rates(self.H, layer, cfg.n_layers), persistent=False)
+
+    def new_cache(self) -> LinearState:
+        return LinearState()
+
+    def forward(self, x: torch.Tensor, cache: LinearState | None = None):
+        """x (B, T, C) -> (y (B, T, C), aux loss 0). With a cache: starts from and updates its state."""
+        B, T, _ = x.shape
+        q, k, v = F.silu(self.qkv(x)).view(B, T, 3, self.H, self.D).permute(2, 0, 3, 1, 4)  # (B, H, T, D)
+        o, state = lightning_attn(q, k, v, self.decay, initial_state=cache.state if cache is not None else None)
+        if cache is not None:
+            cache.state, cache.length = state, cache.length + T
+        o = self.norm(o.transpose(1, 2).reshape(B, T, self.H * self.D))
+        return self.o(torch.sigmoid(self.gate(x)) * o), x.new_zeros(())

@@ -1,0 +1,39 @@
+"""softmax: causal GQA attention with partial RoPE (MiniMax M2 / Text-01's softmax layers)."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from attnbench.kernels import softmax_attn
+
+from .common import KVCache, Rotary
+
+
+class SoftmaxAttention(nn.Module):
+    def __init__(self, cfg, design, layer: int):
+        super().__init__()
+        self.H, self.Hkv, self.D = cfg.n_heads, cfg.n_kv_heads, cfg.head_dim
+        self.q = nn.Linear(cfg.d_model, self.H * self.D, bias=False)
+        self.kv = nn.Linear(cfg.d_model, 2 * self.Hkv * self.D, bias=False)
+        self.o = nn.Linear(self.H * self.D, cfg.d_model, bias=False)
+        self.rope = Rotary(self.D, cfg.rotary_frac, cfg.rope_base)
+
+    def new_cache(self) -> KVCache:
+        return KVCache()
+
+    def project(self, x: torch.Tensor, pos0: int):
+        """x (B, T, C) -> q (B, H, T, D), k, v (B, Hkv, T, D), RoPE applied at pos0.."""
+        B, T, _ = x.shape
+        q = self.q(x).view(B, T, self.H, self.D).transpose(1, 2)
+        k, v = self.kv(x).view(B, T, 2, self.Hkv, self.D).permute(2, 0, 3, 1, 4)
+        return self.rope(q, pos0), self.rope(k, pos0), v
+
+    def forward(self, x: torch.Tensor, cache: KVCache | None = None):
+        """x (B, T, C) -> (y (B, T, C), aux loss 0). With a cache: appends, attends to all of it."""
+        B, T, _ = x.shape
+        q, k, v = self.project(x, cache.length if cache is not None else 0)
+        if cache is not None:
+            k, v = cache.append(k, v)  # (B, Hkv, n, D)
+        y = softmax_attn(q, k, v)  # (B, H, T, D)
+        return self.o(y.transpose(1, 2).reshape(B, T, self.H * self.D)), x.new_zeros(())

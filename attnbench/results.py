@@ -1,0 +1,129 @@
+"""Results records: one ``results.jsonl`` per run directory.
+
+The first line of every (re)start is a header (config hash, git commit, library versions,
+hardware); then one JSON object per measurement. A line is written with one ``write`` of the
+whole line, flushed and fsync'ed, so a killed run leaves whole records (a reader skips a
+torn last line rather than failing).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import os
+import platform
+import subprocess
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Iterable
+
+STATUSES = ("measured", "projected", "skipped", "failed")
+REQUIRED = ("exp", "design", "layout", "metric", "value", "unit", "status")
+OPTIONAL = ("context_len", "depth", "seed", "backend", "device", "dtype")
+PACKAGES = ("torch", "triton", "hydra-core", "omegaconf", "numpy", "pandas", "matplotlib", "wandb", "datasets", "attnbench")
+
+
+def git_commit() -> dict[str, Any]:
+    """The commit of the attnbench checkout (``unknown`` for an installed wheel)."""
+    here = Path(__file__).resolve().parent
+    try:
+        commit = subprocess.run(["git", "-C", str(here), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
+        if commit.returncode != 0:
+            return {"commit": "unknown", "dirty": None}
+        status = subprocess.run(["git", "-C", str(here), "status", "--porcelain", "--untracked-files=no"],
+                                capture_output=True, text=True, timeout=10)
+        return {"commit": commit.stdout.strip(), "dirty": bool(status.stdout.strip())}
+    except (OSError, subprocess.SubprocessError):
+        return {"commit": "unknown", "dirty": None}
+
+
+def versions() -> dict[str, str | None]:
+    found = {"python": platform.python_version()}
+    for name in PACKAGES:
+        try:
+            found[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            found[name] = None
+    return found
+
+
+def hardware() -> dict[str, Any]:
+    import psutil
+    import torch
+
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    info = {
+        "machine": platform.machine(),
+        "system": platform.system(),
+        "cpu": cpu,
+        "cpu_count": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "memory_bytes": psutil.virtual_memory().total,
+        "cuda": torch.cuda.is_available(),
+    }
+    if torch.cuda.is_available():
+        info["gpu"] = torch.cuda.get_device_name(0)
+        info["gpu_memory_bytes"] = torch.cuda.get_device_properties(0).total_memory
+    return info
+
+
+def stable_hash(obj: Any, n: int = 16) -> str:
+    """Hex digest of a JSON-able object, independent of dict order."""
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:n]
+
+
+def now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+class Recorder:
+    """Appends records to ``path``; every record carries the run's exp and config hash."""
+
+    def __init__(self, path: Path, exp: str, config: dict, config_hash: str):
+        self.path, self.exp, self.config_hash = Path(path), exp, config_hash
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._append({"type": "header", "exp": exp, "config_hash": config_hash, "started": now(),
+                      "git": git_commit(), "versions": versions(), "hardware": hardware(), "config": config})
+
+    def _append(self, obj: dict) -> None:
+        line = json.dumps(obj, sort_keys=False, default=str, allow_nan=True) + "\n"
+        with open(self.path, "a", encoding="utf-8") as f:
+            f.write(line)
+            f.flush()
+            os.fsync(f.fileno())
+
+    def record(self, **fields: Any) -> dict:
+        fields.setdefault("exp", self.exp)
+        missing = [k for k in REQUIRED if k not in fields]
+        if missing:
+            raise ValueError(f"record is missing {missing}: {fields}")
+        if fields["status"] not in STATUSES:
+            raise ValueError(f"status {fields['status']!r}: allowed {STATUSES}")
+        rec = {"type": "record", **fields, "config_hash": self.config_hash, "time": now()}
+        self._append(rec)
+        return rec
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    """All whole JSON lines of a results file (a torn last line is skipped)."""
+    out = []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            try:
+                out.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue
+    return out
+
+
+def load_records(paths: Iterable[Path]) -> list[dict]:
+    """The measurement records of one or more results files (headers dropped)."""
+    return [r for p in paths for r in read_jsonl(Path(p)) if r.get("type") == "record"]

@@ -1,0 +1,12 @@
+import os
+
+import pytest
+import torch
+
+# Tests are sized for 2 CPU cores; keep torch from oversubscribing them.
+torch.set_num_threads(min(2, os.cpu_count() or 1))
+
+
+@pytest.fixture(autouse=True)
+def _seed():
+    torch.manual_seed(0)

@@ -1,0 +1,114 @@
+"""The backbone and every design: three paths agree, caches report bytes, layouts resolve."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from attnbench.model import Model, resolve_layout
+from attnbench.model.lightning import decay_rates
+
+from helpers import compose_cfg
+
+DESIGNS = ["softmax", "lightning", "lightning_hybrid", "sliding_window", "swa_hybrid", "msa"]
+
+
+@pytest.fixture(scope="module")
+def cfg():
+    return compose_cfg(["+exp=smoke"])
+
+
+def build(cfg, name, **model_overrides):
+    m = cfg.model.copy()
+    for k, v in model_overrides.items():
+        m[k] = v
+    torch.manual_seed(0)
+    return Model(m, cfg.attention[name]).eval()
+
+
+def logits_in_chunks(model, idx, chunk):
+    cache = model.new_cache()
+    out = [model(idx[:, i : i + chunk], cache).logits for i in range(0, idx.shape[1], chunk)]
+    return torch.cat(out, 1), cache
+
+
+def rel(a, b):
+    return float((a - b).abs().max() / b.abs().max())
+
+
+@pytest.mark.parametrize("name", DESIGNS)
+def test_prefill_and_decode_equal_full_forward(cfg, name):
+    model = build(cfg, name)
+    idx = torch.randint(cfg.model.vocab_size, (2, 70), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        full = model(idx).logits
+        for chunk in (1, 13, 32):
+            got, cache = logits_in_chunks(model, idx, chunk)
+            assert rel(got, full) <= 1e-5, f"{name}: chunk={chunk} rel err {rel(got, full):.2e}"
+            assert cache.length == 70
+
+
+@pytest.mark.parametrize("name", DESIGNS)
+def test_every_design_trains(cfg, name):
+    model = build(cfg, name).train()
+    idx = torch.randint(cfg.model.vocab_size, (2, 40))
+    out = model(idx)
+    loss = torch.nn.functional.cross_entropy(out.logits.flatten(0, 1), idx.flatten()) + out.balance_loss + out.index_loss
+    loss.backward()
+    missing = [n for n, p in model.named_parameters() if p.grad is None or not torch.isfinite(p.grad).all()]
+    assert not missing, f"{name}: no or non-finite gradient for {missing[:5]}"
+    if "M" in model.layout:  # the index branch learns only from its KL loss
+        assert float(out.index_loss.detach()) > 0
+
+
+def test_cache_bytes_match_formulas(cfg):
+    m = cfg.model
+    B, n, H, Hkv, D = 2, 50, m.n_heads, m.n_kv_heads, m.head_dim
+    idx = torch.randint(m.vocab_size, (B, n))
+    per_kv_token = B * 2 * Hkv * D * 4  # K and V, fp32
+    expect = {
+        "softmax": 8 * n * per_kv_token,
+        "lightning": 8 * B * H * D * D * 4,
+        "lightning_hybrid": 7 * B * H * D * D * 4 + n * per_kv_token,
+        "sliding_window": 8 * min(n, cfg.attention.sliding_window.window) * per_kv_token,
+        "msa": 8 * n * (per_kv_token + B * cfg.attention.msa.index_dim * 4),
+    }
+    for name, want in expect.items():
+        model = build(cfg, name)
+        with torch.no_grad():
+            _, cache = logits_in_chunks(model, idx, 16)
+        assert cache.nbytes() == want, name
+
+
+def test_layout_tiling_and_errors():
+    assert resolve_layout("LLLLLLLS", 16) == "LLLLLLLS" * 2
+    assert resolve_layout("S", 3) == "SSS"
+    with pytest.raises(ValueError, match="letters"):
+        resolve_layout("SX", 2)
+    with pytest.raises(ValueError, match="tile"):
+        resolve_layout("LLS", 4)
+
+
+def test_lightning_decay_rates_follow_minimax():
+    s = decay_rates(8, layer=0, n_layers=80)
+    assert torch.allclose(s, torch.tensor([2 ** (-8 * (h + 1) / 8) * (1 + 1e-5) for h in range(8)]))
+    last = decay_rates(8, layer=79, n_layers=80)
+    assert torch.allclose(last, torch.tensor([2 ** (-8 * (h + 1) / 8) * 1e-5 for h in range(8)]))
+
+
+def test_sliding_window_model_with_huge_window_equals_softmax_model(cfg):
+    a = build(cfg, "softmax")
+    sw = cfg.attention.sliding_window.copy()
+    sw.window = 10_000
+    torch.manual_seed(0)
+    b = Model(cfg.model, sw).eval()
+    idx = torch.randint(cfg.model.vocab_size, (1, 50))
+    with torch.no_grad():
+        assert rel(b(idx).logits, a(idx).logits) <= 1e-6
+
+
+def test_param_counts(cfg):
+    for name in DESIGNS:
+        counts = build(cfg, name).param_counts()
+        assert counts["active"] < counts["total"]
+        assert counts["attention"] > 0
