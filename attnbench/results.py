@@ -90,26 +90,38 @@ class Recorder:
     def __init__(self, path: Path, exp: str, config: dict, config_hash: str):
         self.path, self.exp, self.config_hash = Path(path), exp, config_hash
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        # Cells already recorded by an earlier (possibly killed) run in this directory.
+        self.done_cells = {r["cell"] for r in read_jsonl(self.path) if r.get("cell")} if self.path.exists() else set()
         self._append({"type": "header", "exp": exp, "config_hash": config_hash, "started": now(),
                       "git": git_commit(), "versions": versions(), "hardware": hardware(), "config": config})
 
-    def _append(self, obj: dict) -> None:
-        line = json.dumps(obj, sort_keys=False, default=str, allow_nan=True) + "\n"
+    def _append(self, *objs: dict) -> None:
+        """Append whole lines with one write, flushed and fsync'ed."""
+        text = "".join(json.dumps(o, sort_keys=False, default=str, allow_nan=True) + "\n" for o in objs)
         with open(self.path, "a", encoding="utf-8") as f:
-            f.write(line)
+            f.write(text)
             f.flush()
             os.fsync(f.fileno())
 
-    def record(self, **fields: Any) -> dict:
+    def make(self, **fields: Any) -> dict:
+        """A checked record (not yet written)."""
         fields.setdefault("exp", self.exp)
         missing = [k for k in REQUIRED if k not in fields]
         if missing:
             raise ValueError(f"record is missing {missing}: {fields}")
         if fields["status"] not in STATUSES:
             raise ValueError(f"status {fields['status']!r}: allowed {STATUSES}")
-        rec = {"type": "record", **fields, "config_hash": self.config_hash, "time": now()}
+        return {"type": "record", **fields, "config_hash": self.config_hash, "time": now()}
+
+    def record(self, **fields: Any) -> dict:
+        rec = self.make(**fields)
         self._append(rec)
         return rec
+
+    def write_cell(self, cell: str, records: list[dict]) -> None:
+        """All records of one cell in one write: after a kill a cell is either whole or absent."""
+        self._append(*({**r, "cell": cell} for r in records))
+        self.done_cells.add(cell)
 
 
 def read_jsonl(path: Path) -> list[dict]:

@@ -55,13 +55,49 @@ class RunContext:
     def design_names(self) -> list[str]:
         return selected_designs(self.cfg)
 
-    def record(self, design: str, metric: str, value: Any, unit: str, status: str = "measured", **extra) -> dict:
-        """One record for ``design`` (its layout filled in from the config)."""
-        d = self.cfg.attention[design]
-        from .model import resolve_layout
+    def make_record(self, design: str, metric: str, value: Any, unit: str, status: str = "measured", **extra) -> dict:
+        """A record for ``design`` (layout, seed, device filled in; ``layout`` may be overridden)."""
+        if "layout" not in extra:
+            from .model import resolve_layout
 
-        layout = resolve_layout(d.layout, self.cfg.model.n_layers)
+            extra["layout"] = resolve_layout(self.cfg.attention[design].layout, self.cfg.model.n_layers) \
+                if design in self.cfg.attention else ""
         extra.setdefault("seed", self.cfg.seed)
         extra.setdefault("device", self.device.type)
-        return self.recorder.record(design=design, layout=layout, metric=metric, value=value, unit=unit,
-                                    status=status, **extra)
+        return self.recorder.make(design=design, metric=metric, value=value, unit=unit, status=status, **extra)
+
+    def record(self, design: str, metric: str, value: Any, unit: str, status: str = "measured", **extra) -> dict:
+        """Write one record now."""
+        rec = self.make_record(design, metric, value, unit, status, **extra)
+        self.recorder._append(rec)
+        return rec
+
+    def cell(self, **key: Any) -> "Cell":
+        """A unit of work whose records are written together; ``cell.done`` if an earlier run did it."""
+        return Cell(self, stable_hash({"config": self.recorder.config_hash, **key}), key)
+
+
+class Cell:
+    """Records of one cell of an experiment (design x length x ...), committed atomically.
+
+    Usage:  cell = ctx.cell(design=name, context_len=n)
+            if cell.done: continue
+            cell.record(name, "niah/acc", 0.9, "fraction", ...)
+            cell.commit()
+    The key hashes the run's config hash with the cell's own coordinates, so rerunning the
+    same command skips finished cells and a changed config redoes them.
+    """
+
+    def __init__(self, ctx: RunContext, key: str, coords: dict):
+        self.ctx, self.key, self.coords = ctx, key, coords
+        self.done = key in ctx.recorder.done_cells
+        self.pending: list[dict] = []
+
+    def record(self, design: str, metric: str, value: Any, unit: str, status: str = "measured", **extra) -> dict:
+        rec = self.ctx.make_record(design, metric, value, unit, status, **extra)
+        self.pending.append(rec)
+        return rec
+
+    def commit(self) -> None:
+        self.ctx.recorder.write_cell(self.key, self.pending)
+        self.pending = []

@@ -36,11 +36,15 @@ def run(ctx) -> None:
     failures = []
     for name in ctx.design_names:
         design = cfg.attention[name]
+        cell = ctx.cell(design=name)
+        if cell.done:
+            ctx.console.print(f"  {name:<18} already recorded in this run directory; skipped")
+            continue
         torch.manual_seed(cfg.seed)
         model = Model(cfg.model, design).to(dev)
         ops = sorted({{"S": "softmax", "L": "lightning", "W": "sliding_window", "M": "msa"}[c] for c in model.layout})
         backend = ",".join(f"{op}:{choose(op, cfg.backend, dev)}" for op in ops)
-        rec = lambda metric, value, unit, status="measured", **kw: ctx.record(
+        rec = lambda metric, value, unit, status="measured", **kw: cell.record(
             name, metric, value, unit, status, backend=backend, dtype="float32", context_len=T, **kw)
         for part, n in model.param_counts().items():
             rec(f"params/{part}", n, "count")
@@ -77,6 +81,7 @@ def run(ctx) -> None:
                 failures.append(f"{name}: {path} differs from the full forward by {err:.2e}")
         rec("cache/bytes", cache.nbytes(), "bytes")
         rec("cache/bytes_per_layer", cache.nbytes_by_layer(), "bytes")
+        cell.commit()
         ctx.console.print(f"  {name:<18} {model.layout:<10} params={model.param_counts()['total']:>7,} "
                           f"loss={float(ce):.3f} cache={cache.nbytes():>8,} B")
     if failures:

@@ -1,0 +1,1 @@
+"""Costs: timing, memory, cost model, crossover lengths, production presets."""
