@@ -19,6 +19,30 @@ from pathlib import Path
 from typing import Any, Iterable
 
 STATUSES = ("measured", "projected", "skipped", "failed")
+
+# Metric names shared by the experiments, the report and W&B (stable: dashboards key on them).
+# Extra fields a record of that metric carries are listed after the unit.
+METRICS = {
+    "params/total": "count",  # also params/attention, params/experts, params/active, params/embedding
+    "train/loss": "nats; step, tokens",  # training curve points
+    "train/steps_to_floor": "steps; tokens, wall_s, floor (the accuracy target), reached (bool)",
+    "train/acc": "fraction; task, context_len (the training length)",
+    "niah/acc": "fraction; task (single|multikey|multivalue|multiquery), context_len, depth, n, ci_low, ci_high, train_len",
+    "multihop/acc": "fraction; task (chain|vartrack), hops, context_len, n, ci_low, ci_high, train_len",
+    "eval/prefill_s": "s; context_len (wall time of one haystack's prefill)",
+    "eval/peak_rss_bytes": "bytes; context_len",
+    "latency/prefill_ms": "ms; context_len, scope (op|layer), op, backend, p25_ms, p75_ms, n",
+    "latency/decode_ms": "ms; context_len (cache length), scope, op, backend, p25_ms, p75_ms, n",
+    "memory/cache_bytes_per_token": "bytes; dtype, preset (production presets) or design",
+    "memory/fixed_state_bytes": "bytes; dtype",
+    "memory/total_bytes": "bytes; dtype, context_len",
+    "costmodel/rel_error": "ratio predicted/measured; op, phase (prefill|decode), context_len",
+    "crossover/prefill_len": "tokens; vs (the baseline design), method (analytic|measured), bracket [lo, hi], hardware",
+    "crossover/decode_len": "tokens; same fields as crossover/prefill_len",
+    "crossover/memory_len": "tokens; same fields as crossover/prefill_len",
+    "msa_speedup/prefill": "x; context_len, hardware, method (analytic|measured)",
+    "msa_speedup/decode": "x; context_len, hardware, method (analytic|measured)",
+}
 REQUIRED = ("exp", "design", "layout", "metric", "value", "unit", "status")
 OPTIONAL = ("context_len", "depth", "seed", "backend", "device", "dtype")
 PACKAGES = ("torch", "triton", "hydra-core", "omegaconf", "numpy", "pandas", "matplotlib", "wandb", "datasets", "attnbench")
