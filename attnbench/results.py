@@ -18,6 +18,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Iterable
 
+from .redact import redact
+
 STATUSES = ("measured", "projected", "skipped", "failed")
 
 # Metric names shared by the experiments, the report and W&B (stable: dashboards key on them).
@@ -120,12 +122,17 @@ class Recorder:
                       "git": git_commit(), "versions": versions(), "hardware": hardware(), "config": config})
 
     def _append(self, *objs: dict) -> None:
-        """Append whole lines with one write, flushed and fsync'ed."""
-        text = "".join(json.dumps(o, sort_keys=False, default=str, allow_nan=True) + "\n" for o in objs)
+        """Append whole lines with one write, flushed and fsync'ed (secrets masked)."""
+        text = redact("".join(json.dumps(o, sort_keys=False, default=str, allow_nan=True) + "\n" for o in objs))
         with open(self.path, "a", encoding="utf-8") as f:
             f.write(text)
             f.flush()
             os.fsync(f.fileno())
+
+    def close(self, status: str, wall_s: float) -> None:
+        """A footer line: how this (re)start ended (completed | interrupted | failed)."""
+        self._append({"type": "footer", "exp": self.exp, "config_hash": self.config_hash, "ended": now(),
+                      "status": status, "wall_s": round(wall_s, 3)})
 
     def make(self, **fields: Any) -> dict:
         """A checked record (not yet written)."""
