@@ -236,6 +236,11 @@ def judge_c5(df: pd.DataFrame) -> Verdict:
         how = "measured" if not meas.empty else "analytic"
         ratios.append((value / claim, how))
         v.evidence.append(f"{phase}: {value:.1f}x at {fmt_len(use['context_len'].iloc[0])} ({how}; claim ~{claim:g}x at 1M)")
+        if how == "analytic":
+            m = d[(d["status"] == "measured") & (d["method"] != "analytic")]
+            if not m.empty:
+                top = m[m["context_len"] == m["context_len"].max()]
+                v.evidence.append(f"{phase} measured up to {fmt_len(top['context_len'].iloc[0])}: {top['v'].mean():.1f}x")
     length = _longest_common(df, "msa", "softmax")
     if pd.notna(length):
         msa, soft = _acc(df, "niah/acc", "msa", length), _acc(df, "niah/acc", "softmax", length)

@@ -199,8 +199,7 @@ def niah_heatmap(df: pd.DataFrame) -> Figure | None:
     fig, axes = facet_grid(len(facets), height=2.4 + 0.12 * len(depths))
     import matplotlib
 
-    cmap = matplotlib.colormaps["RdYlGn"].copy()
-    cmap.set_bad("#eeeeee")
+    cmap = matplotlib.colormaps["RdYlGn"].with_extremes(bad="#eeeeee")
     im = None
     for ax, (name, task) in zip(axes, facets):
         g = d[(d["design"] == name) & (d["task"] == task)]
