@@ -113,8 +113,10 @@ def crossover_cell(df: pd.DataFrame, name: str, phase: str) -> Cell:
         analytic = r["status"] == "projected" or r["method"] == "analytic"
         bracket = r["bracket"]
         br = f" [{fmt_len(bracket[0])}–{fmt_len(bracket[1])}]" if isinstance(bracket, (list, tuple)) and len(bracket) == 2 else ""
-        parts.append(f"{fmt_len(r['v'])}{br} {'analytic' if analytic else 'measured'}")
+        where = f" ({r['device']})" if not analytic and d["device"].nunique() > 1 and pd.notna(r["device"]) else ""
+        parts.append(f"{fmt_len(r['v'])}{br} {'analytic' if analytic else 'measured'}{where}")
         kinds.add("projected" if analytic else "")
+    parts = list(dict.fromkeys(parts))  # merged runs repeat the same analytic crossover
     kind = "projected" if kinds == {"projected"} else ("" if "" in kinds else kinds.pop())
     vs = ", ".join(dict.fromkeys(d["vs"].dropna().astype(str))) or BASELINE
     return Cell("; ".join(parts), kind, f"context length past which {name} is cheaper than {vs}")
