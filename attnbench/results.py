@@ -1,7 +1,9 @@
 """Results records: one ``results.jsonl`` per run directory.
 
 The first line of every (re)start is a header (config hash, git commit, library versions,
-hardware); then one JSON object per measurement. A line is written with one ``write`` of the
+hardware); then one JSON object per measurement; a run that ends through attnbench.cli
+appends a footer (status completed | interrupted | failed, wall_s). Secret-looking values
+from the environment are masked before anything is written (attnbench.redact). A line is written with one ``write`` of the
 whole line, flushed and fsync'ed, so a killed run leaves whole records (a reader skips a
 torn last line rather than failing).
 """

@@ -155,8 +155,7 @@ def _table_value(v):
 def log_runs(paths: list[Path], wcfg: dict) -> list[str]:
     import wandb
 
-    from .report.build import FIGURE_DIR
-    from .report.data import load
+    from .report.data import FIGURE_DIR, load
 
     data = load(paths)
     df = data.records

@@ -27,12 +27,10 @@ from attnbench import __version__
 from attnbench.redact import redact
 
 from .claims import judge_all
-from .data import RunData, fmt_len, is_preset, load
+from .data import FIGURE_DIR, RunData, fmt_len, is_preset, load
 from .figures import FIGURES, render
 from .pdf import PdfError, html_to_pdf
 from .tables import DECISION_METRICS, decision_table, other_table, presets_table
-
-FIGURE_DIR = "figures"  # PNGs beside report.html (W&B logs them as images)
 
 
 @dataclass

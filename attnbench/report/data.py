@@ -23,6 +23,7 @@ COLUMNS = (
 # The designs in the order tables and legends list them; unknown names follow alphabetically.
 DESIGN_ORDER = ("softmax", "lightning", "lightning_hybrid", "sliding_window", "swa_hybrid", "msa")
 LEN_128K, LEN_1M, LEN_4M = 131072, 1048576, 4194304
+FIGURE_DIR = "figures"  # the report's PNGs, beside report.html (W&B logs them as images)
 
 
 @dataclass
