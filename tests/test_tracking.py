@@ -56,6 +56,16 @@ def test_disabled_writes_nothing(tmp_path):
     assert not (run / "wandb").exists()
 
 
+def test_absent_wandb_is_harmless(tmp_path, monkeypatch):
+    fake = tmp_path / "site" / "wandb"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("raise ImportError('wandb is not installed (test stand-in)')\n")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(fake.parent), os.environ.get("PYTHONPATH", "")]))
+    run = write_run(tmp_path / "run")
+    assert log_in_child(run, {"mode": "offline"}, timeout_s=30) == "W&B: wandb is not installed; nothing logged"
+    assert not (run / "wandb").exists()
+
+
 def test_failing_wandb_is_bounded_and_harmless(tmp_path, monkeypatch):
     run = write_run(tmp_path / "run")
     monkeypatch.setenv("WANDB_BASE_URL", "http://127.0.0.1:9")  # nothing listens there
