@@ -75,6 +75,15 @@ class ModelCache:
     def nbytes_by_layer(self) -> list[int]:
         return [c.nbytes() for c in self.layers]
 
+    def snapshot(self) -> list:
+        """Cheap: KV buffers keep their length, small states keep a reference or a copy."""
+        return [c.snapshot() for c in self.layers]
+
+    def restore(self, snap: list) -> None:
+        """Back to the snapshot: one prefill of a haystack serves many probes."""
+        for c, s in zip(self.layers, snap):
+            c.restore(s)
+
 
 class Model(nn.Module):
     def __init__(self, cfg, design):
@@ -109,6 +118,20 @@ class Model(nn.Module):
         if logits_at is not None:
             x = x[:, logits_at]
         return Output(self.head(self.norm(x)), balance / len(self.blocks), index_loss)
+
+    @torch.no_grad()
+    def prefill(self, idx: torch.Tensor, cache: ModelCache) -> None:
+        """Feed context tokens into the cache without computing logits.
+
+        Nothing reads the last layer's outputs here, so the last layer only writes its cache
+        (for a final softmax layer: K and V, no O(T^2) attention); every earlier layer runs in
+        full, since later layers need its outputs.
+        """
+        x = self.embed(idx)
+        for block, layer_cache in zip(self.blocks[:-1], cache.layers[:-1]):
+            x, _, _ = block(x, layer_cache)
+        last = self.blocks[-1]
+        last.attn.fill_cache(last.attn_norm(x), cache.layers[-1])
 
     def param_counts(self) -> dict[str, int]:
         """Parameters by part, and those active for one token (top-k of E experts)."""

@@ -61,6 +61,10 @@ class Buffer:
     def view(self) -> torch.Tensor:
         return self.data.narrow(self.dim, 0, self.length)
 
+    def truncate(self, length: int) -> None:
+        """Forget everything after ``length`` (later appends overwrite it)."""
+        self.length = length
+
     def nbytes(self) -> int:
         """Bytes of the tokens held (not of the spare capacity)."""
         if self.data is None:
@@ -87,6 +91,14 @@ class KVCache:
 
     def append(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         return self.k.append(k), self.v.append(v)
+
+    def snapshot(self):
+        """What restore() needs to come back here: only the length (appends never rewrite the past)."""
+        return self.length
+
+    def restore(self, length) -> None:
+        self.k.truncate(length)
+        self.v.truncate(length)
 
     def nbytes(self) -> int:
         return self.k.nbytes() + self.v.nbytes()
