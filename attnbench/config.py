@@ -41,6 +41,7 @@ class DesignConfig:
     index_pool: str = "max"  # M: block score = max over the block, or "mean" (score of the mean key)
     index_rope: bool = True  # M: RoPE on the index heads (same fraction as the main heads)
     index_loss_weight: float = 1.0  # M: weight of the index KL loss in training
+    n_layers: int = 0  # layers of this design's model (0: model.n_layers), e.g. 16 for LLLLLLLS x 2
 
 
 @dataclass
@@ -65,6 +66,81 @@ class ModelConfig:
 
 
 @dataclass
+class TaskConfig:
+    """The shared token vocabulary and haystack of every task (attnbench/tasks)."""
+
+    n_keys: int = 64
+    n_values: int = 64
+    n_filler: int = 64
+    haystack: str = "noise"  # noise (i.i.d. filler) | markov (a fixed random bigram language)
+    value_noise: float = 0.05  # fraction of haystack positions holding a random value token
+
+
+@dataclass
+class StageConfig:
+    """One curriculum stage of MQAR-style training (attnbench/tasks/batches.py)."""
+
+    n_keys: int = 16
+    n_values: int = 16
+    n_filler: int = 16
+    n_pairs: int = 4
+    context_len: int = 24
+    n_queries: int = 4
+    value_noise: float = 0.0
+
+
+def default_stages() -> list:
+    # DESIGN.md: a small key vocabulary first, then keys 16 -> 32 -> 64, then pairs 4 -> 8,
+    # then length and the evaluation format (filler with value noise) up to the training length.
+    return [
+        StageConfig(16, 16, 16, 4, 24, 4),
+        StageConfig(32, 32, 32, 4, 24, 4),
+        StageConfig(64, 64, 64, 4, 32, 4),
+        StageConfig(64, 64, 64, 8, 64, 8),
+        StageConfig(64, 64, 64, 8, 128, 8, 0.05),
+        StageConfig(64, 64, 64, 8, 256, 8, 0.05),
+    ]
+
+
+@dataclass
+class TrainConfig:
+    """Training of the task models: AdamW, warm-up + cosine, clipping, a curriculum."""
+
+    max_steps: int = 8000
+    batch: int = 64
+    lr: float = 1e-3
+    min_lr_ratio: float = 0.1
+    warmup: int = 100
+    weight_decay: float = 0.0
+    beta2: float = 0.95
+    grad_clip: float = 1.0
+    advance_at: float = 0.9  # rolling query accuracy that moves the curriculum to the next stage
+    floor: float = 0.95  # rolling accuracy at the last stage that ends training early
+    window: int = 25  # steps in the rolling accuracy
+    checkpoint_every: int = 100
+    log_every: int = 10
+    budget: str = "3h"  # wall-clock limit per design
+    force: bool = False  # retrain even if a cached or shipped checkpoint matches
+    stages: List[StageConfig] = field(default_factory=default_stages)
+
+
+@dataclass
+class EvalConfig:
+    """Streaming evaluation far past the training length."""
+
+    context_lens: List[int] = field(default_factory=lambda: [1024, 4096])
+    depths: List[float] = field(default_factory=lambda: [0.0, 0.25, 0.5, 0.75, 1.0])
+    haystacks: int = 2  # haystacks per (design, length); each holds one needle per depth
+    variant: str = "multikey"  # niah variant (single | multikey | multivalue | multiquery)
+    hops: List[int] = field(default_factory=lambda: [1, 2, 3, 4])
+    hop_tasks: List[str] = field(default_factory=lambda: ["chain"])
+    chains: int = 4  # chains per haystack (one probe each)
+    chunk: int = 65536  # prefill chunk, tokens
+    train_len_samples: int = 200  # probes of the sanity check at the training length
+    memory_fraction: float = 0.5  # a cell may use at most this fraction of the available memory
+
+
+@dataclass
 class ExpConfig:
     """What an experiment runs. ``name`` picks the runner in attnbench.experiments."""
 
@@ -82,6 +158,9 @@ class RootConfig:
     exp: ExpConfig = field(default_factory=ExpConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
     attention: Dict[str, DesignConfig] = field(default_factory=dict)
+    task: TaskConfig = field(default_factory=TaskConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
     design: Optional[str] = None  # run only this design of the experiment (sweeps: design=a,b)
     seed: int = 0
     device: str = "auto"  # auto | cpu | cuda
@@ -119,8 +198,11 @@ def validate_design(name: str, d, n_layers: int) -> None:
     bad = sorted(set(d.layout) - set(LAYOUT_LETTERS))
     if not d.layout or bad:
         raise ConfigError(f"{where}.layout", d.layout, f"one letter a layer from {LAYOUT_LETTERS} (S softmax, L lightning, W sliding window, M msa)")
+    if d.n_layers < 0:
+        raise ConfigError(f"{where}.n_layers", d.n_layers, "must be >= 0 (0: model.n_layers)")
+    n_layers = d.n_layers or n_layers
     if n_layers % len(d.layout):
-        raise ConfigError(f"{where}.layout", d.layout, f"length must divide model.n_layers={n_layers} (it is tiled)")
+        raise ConfigError(f"{where}.layout", d.layout, f"length must divide the design's layer count {n_layers} (it is tiled)")
     for key in ("window", "block_size", "top_k", "index_dim"):
         _positive(f"{where}.{key}", getattr(d, key))
     if d.index_pool not in INDEX_POOLS:
@@ -169,6 +251,66 @@ def validate(cfg) -> None:
         raise ConfigError("exp.budget", cfg.exp.budget, "a duration such as 90s, 15m, 2h or 1h30m") from None
     for key in ("batch", "seq_len", "prefill_chunk"):
         _positive(f"exp.{key}", getattr(cfg.exp, key))
+    validate_tasks(cfg)
+
+
+def validate_tasks(cfg) -> None:
+    """Task vocabulary, curriculum and evaluation grid."""
+    from attnbench.tasks.generate import HOP_TASKS, NIAH_VARIANTS
+    from attnbench.tasks.vocab import MAX_HOPS, Vocab
+
+    t = cfg.task
+    for key in ("n_keys", "n_values", "n_filler"):
+        _positive(f"task.{key}", getattr(t, key))
+    if t.haystack not in ("noise", "markov"):
+        raise ConfigError("task.haystack", t.haystack, "one of noise, markov")
+    if not 0.0 <= t.value_noise < 1.0:
+        raise ConfigError("task.value_noise", t.value_noise, "a fraction in [0, 1)")
+    size = Vocab(t.n_keys, t.n_values, t.n_filler).size
+    if size > cfg.model.vocab_size:
+        raise ConfigError("model.vocab_size", cfg.model.vocab_size, f"must be >= the task vocabulary ({size} tokens)")
+    tr = cfg.train
+    for key in ("max_steps", "batch", "window", "checkpoint_every", "log_every"):
+        _positive(f"train.{key}", getattr(tr, key))
+    if not tr.lr > 0:
+        raise ConfigError("train.lr", tr.lr, "must be > 0")
+    for key in ("advance_at", "floor"):
+        if not 0.0 < getattr(tr, key) <= 1.0:
+            raise ConfigError(f"train.{key}", getattr(tr, key), "a fraction in (0, 1]")
+    try:
+        parse_duration(tr.budget)
+    except ValueError:
+        raise ConfigError("train.budget", tr.budget, "a duration such as 90s, 15m, 2h or 1h30m") from None
+    if not tr.stages:
+        raise ConfigError("train.stages", [], "at least one curriculum stage")
+    for i, st in enumerate(tr.stages):
+        where = f"train.stages[{i}]"
+        for key in ("n_keys", "n_values", "n_filler", "n_pairs", "context_len", "n_queries"):
+            _positive(f"{where}.{key}", getattr(st, key))
+        if st.n_keys > t.n_keys or st.n_values > t.n_values or st.n_filler > t.n_filler:
+            raise ConfigError(where, f"keys={st.n_keys} values={st.n_values} filler={st.n_filler}",
+                              f"at most the task vocabulary ({t.n_keys} keys, {t.n_values} values, {t.n_filler} filler)")
+        if not st.n_queries <= st.n_pairs <= min(st.n_keys, (st.context_len - 2) // 2):
+            raise ConfigError(f"{where}.n_pairs", st.n_pairs, f"need n_queries <= n_pairs <= min(n_keys, (context_len - 2) // 2)")
+    e = cfg.eval
+    for i, n in enumerate(e.context_lens):
+        if not isinstance(n, int) or n < 16:
+            raise ConfigError(f"eval.context_lens[{i}]", n, "a context length in tokens, >= 16")
+    for i, d in enumerate(e.depths):
+        if not 0.0 <= d <= 1.0:
+            raise ConfigError(f"eval.depths[{i}]", d, "a depth in [0, 1]")
+    for key in ("haystacks", "chains", "chunk", "train_len_samples"):
+        _positive(f"eval.{key}", getattr(e, key))
+    if e.variant not in NIAH_VARIANTS:
+        raise ConfigError("eval.variant", e.variant, f"one of {', '.join(NIAH_VARIANTS)}")
+    for i, h in enumerate(e.hops):
+        if not 1 <= h <= MAX_HOPS:
+            raise ConfigError(f"eval.hops[{i}]", h, f"1 .. {MAX_HOPS}")
+    for i, name in enumerate(e.hop_tasks):
+        if name not in HOP_TASKS:
+            raise ConfigError(f"eval.hop_tasks[{i}]", name, f"one of {', '.join(HOP_TASKS)}")
+    if not 0.0 < e.memory_fraction <= 1.0:
+        raise ConfigError("eval.memory_fraction", e.memory_fraction, "a fraction in (0, 1]")
 
 
 def selected_designs(cfg) -> list[str]:

@@ -36,6 +36,15 @@ def resolve_layout(layout: str, n_layers: int) -> str:
     return layout * (n_layers // len(layout))
 
 
+def n_layers_for(cfg, design) -> int:
+    """A design may set its own depth (e.g. 16 layers for LLLLLLLS x 2); else the model's."""
+    return getattr(design, "n_layers", 0) or cfg.n_layers
+
+
+def layout_for(cfg, design) -> str:
+    return resolve_layout(design.layout, n_layers_for(cfg, design))
+
+
 class Block(nn.Module):
     def __init__(self, cfg, design, layer: int, letter: str):
         super().__init__()
@@ -88,8 +97,12 @@ class ModelCache:
 class Model(nn.Module):
     def __init__(self, cfg, design):
         super().__init__()
+        n_layers = n_layers_for(cfg, design)
+        if n_layers != cfg.n_layers:  # the layers read cfg.n_layers (lightning's decay scaling)
+            cfg = cfg.copy()
+            cfg.n_layers = n_layers
         self.cfg, self.design_name = cfg, design.name
-        self.layout = resolve_layout(design.layout, cfg.n_layers)
+        self.layout = resolve_layout(design.layout, n_layers)
         self.embed = nn.Embedding(cfg.vocab_size, cfg.d_model)
         self.blocks = nn.ModuleList(Block(cfg, design, i, letter) for i, letter in enumerate(self.layout))
         self.norm = nn.RMSNorm(cfg.d_model, eps=1e-6)
