@@ -117,6 +117,7 @@ class TrainConfig:
     advance_at: float = 0.9  # rolling query accuracy that moves the curriculum to the next stage
     floor: float = 0.95  # rolling accuracy at the last stage that ends training early
     window: int = 25  # steps in the rolling accuracy
+    patience: int = 2000  # stop when no stage was passed for this many steps (status "stalled")
     checkpoint_every: int = 100
     log_every: int = 10
     budget: str = "3h"  # wall-clock limit per design
@@ -270,7 +271,7 @@ def validate_tasks(cfg) -> None:
     if size > cfg.model.vocab_size:
         raise ConfigError("model.vocab_size", cfg.model.vocab_size, f"must be >= the task vocabulary ({size} tokens)")
     tr = cfg.train
-    for key in ("max_steps", "batch", "window", "checkpoint_every", "log_every"):
+    for key in ("max_steps", "batch", "window", "patience", "checkpoint_every", "log_every"):
         _positive(f"train.{key}", getattr(tr, key))
     if not tr.lr > 0:
         raise ConfigError("train.lr", tr.lr, "must be > 0")

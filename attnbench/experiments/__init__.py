@@ -10,6 +10,7 @@ import importlib
 
 EXPERIMENTS = {
     "smoke": "attnbench.experiments.smoke",
+    "train": "attnbench.experiments.train",
 }
 
 
