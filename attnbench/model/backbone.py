@@ -84,6 +84,11 @@ class ModelCache:
     def nbytes_by_layer(self) -> list[int]:
         return [c.nbytes() for c in self.layers]
 
+    def reserve(self, n: int) -> None:
+        """Size growing caches for n tokens up front (exact memory, no copies while growing)."""
+        for c in self.layers:
+            c.reserve(n)
+
     def snapshot(self) -> list:
         """Cheap: KV buffers keep their length, small states keep a reference or a copy."""
         return [c.snapshot() for c in self.layers]

@@ -31,6 +31,9 @@ class LinearState:
         self.state: torch.Tensor | None = None
         self.length = 0
 
+    def reserve(self, n: int) -> None:
+        pass  # a fixed-size state
+
     def snapshot(self):
         return self.state, self.length  # forward() replaces the state tensor, never writes into it
 

@@ -34,6 +34,10 @@ class MSACache(KVCache):
         super().__init__()
         self.ik = Buffer(dim=1)
 
+    def reserve(self, n: int) -> None:
+        super().reserve(n)
+        self.ik.hint = n
+
     def restore(self, length) -> None:
         super().restore(length)
         self.ik.truncate(length)

@@ -40,6 +40,9 @@ class RingCache:
         self.v[:, :, slots] = v[:, :, T - keep :]
         self.length += T
 
+    def reserve(self, n: int) -> None:
+        pass  # always `window` tokens
+
     def snapshot(self):
         """The ring is overwritten in place, so a snapshot copies it (window tokens, small)."""
         return (None if self.k is None else (self.k.clone(), self.v.clone())), self.length
