@@ -126,10 +126,11 @@ def train(cfg, design_name: str, device, *, key: str | None = None) -> Trained:
         opt.load_state_dict(saved["opt"])
         state = saved["state"]
     budget = parse_duration(tc.budget)
-    rolling: deque[float] = deque(maxlen=tc.window)
+    rolling: deque[float] = deque(state.get("rolling", []), maxlen=tc.window)
     use_autocast = device.type == "cuda"  # bf16 autocast on GPUs; fp32 on CPU (bf16 matmuls are 100-500x slower here)
 
     def save_partial():
+        state["rolling"] = list(rolling)
         checkpoints.save_torch(partial, {"model": model.state_dict(), "opt": opt.state_dict(), "state": state})
 
     bar = tqdm(total=tc.max_steps, initial=state["step"], desc=f"train {design_name}", unit="step",
@@ -165,7 +166,7 @@ def train(cfg, design_name: str, device, *, key: str | None = None) -> Trained:
             state["curve"].append({"step": step, "loss": float(ce.detach()), "acc": float(acc), "stage": state["stage"],
                                    "tokens": state["tokens"], "wall_s": round(time.perf_counter() - start, 2),
                                    "index_loss": float(out.index_loss.detach())})
-            bar.set_postfix(stage=f"{state['stage'] + 1}/{len(stages)}", loss=f"{float(ce):.3f}", acc=f"{roll:.2f}",
+            bar.set_postfix(stage=f"{state['stage'] + 1}/{len(stages)}", loss=f"{float(ce.detach()):.3f}", acc=f"{roll:.2f}",
                             tok_s=f"{state['tokens'] / max(1e-9, time.perf_counter() - start):.0f}")
         bar.update(1)
         if len(rolling) == tc.window:
