@@ -40,6 +40,18 @@ def one_line(ex: BaseException) -> str:
     return " ".join(str(ex).split())
 
 
+def config_error(overrides: list[str]) -> str | None:
+    """Compose and validate ``overrides`` as the CLI does; the one-line error, or None if valid."""
+    from hydra import compose, initialize_config_module
+
+    with initialize_config_module(config_module="attnbench.conf", version_base="1.3"):
+        try:
+            config_mod.validate(compose(config_name="config", overrides=overrides))
+        except (ConfigError, HydraException, OmegaConfBaseException) as ex:
+            return one_line(ex)
+    return None
+
+
 @hydra.main(version_base="1.3", config_path="pkg://attnbench.conf", config_name="config")
 def hydra_entry(cfg: DictConfig) -> None:
     try:
@@ -67,9 +79,21 @@ def run(cfg: DictConfig, run_dir: Path) -> None:
     ctx.console.print(f"[bold]attnbench[/] exp={cfg.exp.name} designs={','.join(ctx.design_names)} "
                       f"device={device} run_dir={run_dir}")
     start = time.perf_counter()
-    with force(None if cfg.backend == "auto" else cfg.backend):
-        runner(cfg.exp.name)(ctx)
+    try:
+        with force(None if cfg.backend == "auto" else cfg.backend):
+            runner(cfg.exp.name)(ctx)
+    except KeyboardInterrupt:
+        # Every finished cell is already on disk (cells commit atomically); say how to go on.
+        ctx.console.print(f"interrupted after {time.perf_counter() - start:.1f} s: {len(recorder.done_cells)} cells "
+                          f"recorded in {recorder.path}; rerun the same command to resume")
+        finish(ctx, partial=True)
+        sys.exit(130)
     ctx.console.print(f"done in {time.perf_counter() - start:.1f} s; records in {recorder.path}")
+    finish(ctx, partial=False)
+
+
+def finish(ctx, partial: bool) -> None:
+    """What every run ends with, complete or interrupted (reports and tracking hook in here)."""
 
 
 def main(argv: list[str] | None = None) -> None:

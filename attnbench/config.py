@@ -244,6 +244,10 @@ def validate(cfg) -> None:
         raise ConfigError("device", cfg.device, f"one of {', '.join(DEVICES)}")
     if cfg.backend not in BACKENDS:
         raise ConfigError("backend", cfg.backend, f"one of {', '.join(BACKENDS)}")
+    if cfg.backend == "triton":  # Triton tiles (tl.arange) need power-of-two block sizes
+        for name, d in cfg.attention.items():
+            if d.block_size & (d.block_size - 1):
+                raise ConfigError(f"attention.{name}.block_size", d.block_size, "a power of two with backend=triton")
     if cfg.threads < 0:
         raise ConfigError("threads", cfg.threads, "must be >= 0 (0: torch's default)")
     try:
