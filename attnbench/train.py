@@ -43,7 +43,9 @@ def vocab_of(cfg) -> Vocab:
 def checkpoint_key(cfg, design: str) -> str:
     """Hash of everything that determines the trained weights."""
     train = OmegaConf.to_container(cfg.train, resolve=True)
-    for k in ("force", "budget", "checkpoint_every", "log_every"):
+    # Limits that only decide when to stop (not what a step does) are not part of the key: a
+    # run stopped by them resumes from its partial checkpoint when they are raised.
+    for k in ("force", "budget", "patience", "checkpoint_every", "log_every"):
         train.pop(k, None)
     return stable_hash({
         "format": FORMAT,
@@ -100,6 +102,12 @@ def get_model(cfg, design_name: str, device, *, console=None) -> Trained:
         import json
 
         record = json.loads((found / "record.json").read_text())
+        stopped_early = record["status"] == "budget" or (
+            record["status"] == "stalled" and record["config"]["train"]["patience"] < cfg.train.patience)
+        if stopped_early and (checkpoints.work_dir(design_name, key) / "partial.pt").exists():
+            if console:
+                console.print(f"  {design_name}: resuming training stopped by its limits ({record['status']})")
+            return train(cfg, design_name, device, key=key)
         source = "shipped" if found.is_relative_to(checkpoints.SHIPPED) else "cache"
         if console:
             console.print(f"  {design_name}: using {source} checkpoint {found}")
