@@ -210,6 +210,31 @@ def validate_design(name: str, d, n_layers: int) -> None:
         raise ConfigError(f"{where}.index_pool", d.index_pool, f"one of {', '.join(INDEX_POOLS)}")
 
 
+def _no_unknown_keys(node, where: str) -> None:
+    """`+key=value` opens even typed nodes; refuse keys their schema does not have (e.g. a
+    `_target_`: attnbench never instantiates anything a config names)."""
+    import dataclasses
+
+    from omegaconf import DictConfig, ListConfig, OmegaConf
+
+    if isinstance(node, ListConfig):
+        for i in range(len(node)):
+            _no_unknown_keys(node._get_node(i), f"{where}[{i}]")
+        return
+    if not isinstance(node, DictConfig):
+        return
+    schema = OmegaConf.get_type(node)
+    fields = {f.name for f in dataclasses.fields(schema)} if dataclasses.is_dataclass(schema) else None
+    for key in node:
+        if key == "hydra" and not where:
+            continue
+        path = f"{where}.{key}" if where else str(key)
+        if fields is not None and key not in fields:
+            raise ConfigError(path, OmegaConf.select(node, str(key), throw_on_missing=False),
+                              f"unknown key; allowed: {', '.join(sorted(fields))}")
+        _no_unknown_keys(node._get_node(key), path)
+
+
 def validate(cfg) -> None:
     """Check a composed config; raise ConfigError on the first problem found."""
     import dataclasses
@@ -220,6 +245,7 @@ def validate(cfg) -> None:
     for key in cfg:
         if key not in known_top:
             raise ConfigError(str(key), cfg[key], f"unknown top-level key; allowed: {', '.join(sorted(known_top - {'hydra'}))}")
+    _no_unknown_keys(cfg, "")
 
     if cfg.exp.name not in EXPERIMENTS:
         raise ConfigError("exp", cfg.exp.name or None, f"choose one with +exp=NAME: {', '.join(sorted(EXPERIMENTS))}")
