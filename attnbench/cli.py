@@ -47,6 +47,18 @@ def one_line(ex: BaseException) -> str:
     return " ".join(str(ex).split())
 
 
+def config_error(overrides: list[str]) -> str | None:
+    """Compose and validate ``overrides`` as the CLI does; the one-line error, or None if valid."""
+    from hydra import compose, initialize_config_module
+
+    with initialize_config_module(config_module="attnbench.conf", version_base="1.3"):
+        try:
+            config_mod.validate(compose(config_name="config", overrides=overrides))
+        except (ConfigError, HydraException, OmegaConfBaseException) as ex:
+            return one_line(ex)
+    return None
+
+
 @hydra.main(version_base="1.3", config_path="pkg://attnbench.conf", config_name="config")
 def hydra_entry(cfg: DictConfig) -> None:
     try:
@@ -84,6 +96,8 @@ def run(cfg: DictConfig, run_dir: Path) -> None:
     finally:
         recorder.close(status, time.perf_counter() - start)
         ctx.console.print(f"{status} in {time.perf_counter() - start:.1f} s; records in {recorder.path}")
+        if status == "interrupted":  # every finished cell is already on disk (cells commit atomically)
+            ctx.console.print(f"{len(recorder.done_cells)} cells recorded; rerun the same command to resume")
         finish_run(cfg, run_dir, ctx.console, status)
     if status == "interrupted":
         sys.exit(130)

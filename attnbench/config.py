@@ -42,6 +42,7 @@ class DesignConfig:
     index_pool: str = "max"  # M: block score = max over the block, or "mean" (score of the mean key)
     index_rope: bool = True  # M: RoPE on the index heads (same fraction as the main heads)
     index_loss_weight: float = 1.0  # M: weight of the index KL loss in training
+    n_layers: int = 0  # layers of this design's model (0: model.n_layers), e.g. 16 for LLLLLLLS x 2
 
 
 @dataclass
@@ -63,6 +64,82 @@ class ModelConfig:
     vocab_size: int = 256
     tie_embeddings: bool = True
     init_std: float = 0.02
+
+
+@dataclass
+class TaskConfig:
+    """The shared token vocabulary and haystack of every task (attnbench/tasks)."""
+
+    n_keys: int = 64
+    n_values: int = 64
+    n_filler: int = 64
+    haystack: str = "noise"  # noise (i.i.d. filler) | markov (a fixed random bigram language)
+    value_noise: float = 0.05  # fraction of haystack positions holding a random value token
+
+
+@dataclass
+class StageConfig:
+    """One curriculum stage of MQAR-style training (attnbench/tasks/batches.py)."""
+
+    n_keys: int = 16
+    n_values: int = 16
+    n_filler: int = 16
+    n_pairs: int = 4
+    context_len: int = 24
+    n_queries: int = 4
+    value_noise: float = 0.0
+
+
+def default_stages() -> list:
+    # DESIGN.md: a small key vocabulary first, then keys 16 -> 32 -> 64, then pairs 4 -> 8,
+    # then length and the evaluation format (filler with value noise) up to the training length.
+    return [
+        StageConfig(16, 16, 16, 4, 24, 4),
+        StageConfig(32, 32, 32, 4, 24, 4),
+        StageConfig(64, 64, 64, 4, 32, 4),
+        StageConfig(64, 64, 64, 8, 64, 8),
+        StageConfig(64, 64, 64, 8, 128, 8, 0.05),
+        StageConfig(64, 64, 64, 8, 256, 8, 0.05),
+    ]
+
+
+@dataclass
+class TrainConfig:
+    """Training of the task models: AdamW, warm-up + cosine, clipping, a curriculum."""
+
+    max_steps: int = 8000
+    batch: int = 64
+    lr: float = 1e-3
+    min_lr_ratio: float = 0.1
+    warmup: int = 100
+    weight_decay: float = 0.0
+    beta2: float = 0.95
+    grad_clip: float = 1.0
+    advance_at: float = 0.9  # rolling query accuracy that moves the curriculum to the next stage
+    floor: float = 0.95  # rolling accuracy at the last stage that ends training early
+    window: int = 25  # steps in the rolling accuracy
+    patience: int = 4000  # stop when no stage was passed for this many steps (status "stalled")
+    checkpoint_every: int = 100
+    log_every: int = 10
+    budget: str = "3h"  # wall-clock limit per design
+    force: bool = False  # retrain even if a cached or shipped checkpoint matches
+    stages: List[StageConfig] = field(default_factory=default_stages)
+
+
+@dataclass
+class EvalConfig:
+    """Streaming evaluation far past the training length."""
+
+    context_lens: List[int] = field(default_factory=lambda: [1024, 4096])
+    depths: List[float] = field(default_factory=lambda: [0.0, 0.25, 0.5, 0.75, 1.0])
+    haystacks: int = 2  # haystacks per (design, length); each holds one needle per depth
+    variant: str = "multikey"  # niah variant (single | multikey | multivalue | multiquery)
+    hops: List[int] = field(default_factory=lambda: [1, 2, 3, 4])
+    hop_tasks: List[str] = field(default_factory=lambda: ["chain"])
+    chains: int = 4  # chains per haystack (one probe each)
+    chunk: int = 65536  # prefill chunk, tokens
+    train_len_samples: int = 200  # probes of the sanity check at the training length
+    memory_fraction: float = 0.5  # a cell may use at most this fraction of the available memory
 
 
 @dataclass
@@ -108,6 +185,9 @@ class RootConfig:
     exp: ExpConfig = field(default_factory=ExpConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
     attention: Dict[str, DesignConfig] = field(default_factory=dict)
+    task: TaskConfig = field(default_factory=TaskConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
     design: Optional[str] = None  # run only this design of the experiment (sweeps: design=a,b)
     seed: int = 0
     device: str = "auto"  # auto | cpu | cuda
@@ -147,12 +227,40 @@ def validate_design(name: str, d, n_layers: int) -> None:
     bad = sorted(set(d.layout) - set(LAYOUT_LETTERS))
     if not d.layout or bad:
         raise ConfigError(f"{where}.layout", d.layout, f"one letter a layer from {LAYOUT_LETTERS} (S softmax, L lightning, W sliding window, M msa)")
+    if d.n_layers < 0:
+        raise ConfigError(f"{where}.n_layers", d.n_layers, "must be >= 0 (0: model.n_layers)")
+    n_layers = d.n_layers or n_layers
     if n_layers % len(d.layout):
-        raise ConfigError(f"{where}.layout", d.layout, f"length must divide model.n_layers={n_layers} (it is tiled)")
+        raise ConfigError(f"{where}.layout", d.layout, f"length must divide the design's layer count {n_layers} (it is tiled)")
     for key in ("window", "block_size", "top_k", "index_dim"):
         _positive(f"{where}.{key}", getattr(d, key))
     if d.index_pool not in INDEX_POOLS:
         raise ConfigError(f"{where}.index_pool", d.index_pool, f"one of {', '.join(INDEX_POOLS)}")
+
+
+def _no_unknown_keys(node, where: str) -> None:
+    """`+key=value` opens even typed nodes; refuse keys their schema does not have (e.g. a
+    `_target_`: attnbench never instantiates anything a config names)."""
+    import dataclasses
+
+    from omegaconf import DictConfig, ListConfig, OmegaConf
+
+    if isinstance(node, ListConfig):
+        for i in range(len(node)):
+            _no_unknown_keys(node._get_node(i), f"{where}[{i}]")
+        return
+    if not isinstance(node, DictConfig):
+        return
+    schema = OmegaConf.get_type(node)
+    fields = {f.name for f in dataclasses.fields(schema)} if dataclasses.is_dataclass(schema) else None
+    for key in node:
+        if key == "hydra" and not where:
+            continue
+        path = f"{where}.{key}" if where else str(key)
+        if fields is not None and key not in fields:
+            raise ConfigError(path, OmegaConf.select(node, str(key), throw_on_missing=False),
+                              f"unknown key; allowed: {', '.join(sorted(fields))}")
+        _no_unknown_keys(node._get_node(key), path)
 
 
 def validate(cfg) -> None:
@@ -165,6 +273,7 @@ def validate(cfg) -> None:
     for key in cfg:
         if key not in known_top:
             raise ConfigError(str(key), cfg[key], f"unknown top-level key; allowed: {', '.join(sorted(known_top - {'hydra'}))}")
+    _no_unknown_keys(cfg, "")
 
     if cfg.exp.name not in EXPERIMENTS:
         raise ConfigError("exp", cfg.exp.name or None, f"choose one with +exp=NAME: {', '.join(sorted(EXPERIMENTS))}")
@@ -189,6 +298,10 @@ def validate(cfg) -> None:
         raise ConfigError("device", cfg.device, f"one of {', '.join(DEVICES)}")
     if cfg.backend not in BACKENDS:
         raise ConfigError("backend", cfg.backend, f"one of {', '.join(BACKENDS)}")
+    if cfg.backend == "triton":  # Triton tiles (tl.arange) need power-of-two block sizes
+        for name, d in cfg.attention.items():
+            if d.block_size & (d.block_size - 1):
+                raise ConfigError(f"attention.{name}.block_size", d.block_size, "a power of two with backend=triton")
     if cfg.threads < 0:
         raise ConfigError("threads", cfg.threads, "must be >= 0 (0: torch's default)")
     try:
@@ -204,6 +317,66 @@ def validate(cfg) -> None:
     for key, value in (("wandb.timeout_s", cfg.wandb.timeout_s), ("report.pdf_timeout_s", cfg.report.pdf_timeout_s)):
         if not value > 0:
             raise ConfigError(key, value, "must be > 0 seconds")
+    validate_tasks(cfg)
+
+
+def validate_tasks(cfg) -> None:
+    """Task vocabulary, curriculum and evaluation grid."""
+    from attnbench.tasks.generate import HOP_TASKS, NIAH_VARIANTS
+    from attnbench.tasks.vocab import MAX_HOPS, Vocab
+
+    t = cfg.task
+    for key in ("n_keys", "n_values", "n_filler"):
+        _positive(f"task.{key}", getattr(t, key))
+    if t.haystack not in ("noise", "markov"):
+        raise ConfigError("task.haystack", t.haystack, "one of noise, markov")
+    if not 0.0 <= t.value_noise < 1.0:
+        raise ConfigError("task.value_noise", t.value_noise, "a fraction in [0, 1)")
+    size = Vocab(t.n_keys, t.n_values, t.n_filler).size
+    if size > cfg.model.vocab_size:
+        raise ConfigError("model.vocab_size", cfg.model.vocab_size, f"must be >= the task vocabulary ({size} tokens)")
+    tr = cfg.train
+    for key in ("max_steps", "batch", "window", "patience", "checkpoint_every", "log_every"):
+        _positive(f"train.{key}", getattr(tr, key))
+    if not tr.lr > 0:
+        raise ConfigError("train.lr", tr.lr, "must be > 0")
+    for key in ("advance_at", "floor"):
+        if not 0.0 < getattr(tr, key) <= 1.0:
+            raise ConfigError(f"train.{key}", getattr(tr, key), "a fraction in (0, 1]")
+    try:
+        parse_duration(tr.budget)
+    except ValueError:
+        raise ConfigError("train.budget", tr.budget, "a duration such as 90s, 15m, 2h or 1h30m") from None
+    if not tr.stages:
+        raise ConfigError("train.stages", [], "at least one curriculum stage")
+    for i, st in enumerate(tr.stages):
+        where = f"train.stages[{i}]"
+        for key in ("n_keys", "n_values", "n_filler", "n_pairs", "context_len", "n_queries"):
+            _positive(f"{where}.{key}", getattr(st, key))
+        if st.n_keys > t.n_keys or st.n_values > t.n_values or st.n_filler > t.n_filler:
+            raise ConfigError(where, f"keys={st.n_keys} values={st.n_values} filler={st.n_filler}",
+                              f"at most the task vocabulary ({t.n_keys} keys, {t.n_values} values, {t.n_filler} filler)")
+        if not st.n_queries <= st.n_pairs <= min(st.n_keys, (st.context_len - 2) // 2):
+            raise ConfigError(f"{where}.n_pairs", st.n_pairs, f"need n_queries <= n_pairs <= min(n_keys, (context_len - 2) // 2)")
+    e = cfg.eval
+    for i, n in enumerate(e.context_lens):
+        if not isinstance(n, int) or n < 16:
+            raise ConfigError(f"eval.context_lens[{i}]", n, "a context length in tokens, >= 16")
+    for i, d in enumerate(e.depths):
+        if not 0.0 <= d <= 1.0:
+            raise ConfigError(f"eval.depths[{i}]", d, "a depth in [0, 1]")
+    for key in ("haystacks", "chains", "chunk", "train_len_samples"):
+        _positive(f"eval.{key}", getattr(e, key))
+    if e.variant not in NIAH_VARIANTS:
+        raise ConfigError("eval.variant", e.variant, f"one of {', '.join(NIAH_VARIANTS)}")
+    for i, h in enumerate(e.hops):
+        if not 1 <= h <= MAX_HOPS:
+            raise ConfigError(f"eval.hops[{i}]", h, f"1 .. {MAX_HOPS}")
+    for i, name in enumerate(e.hop_tasks):
+        if name not in HOP_TASKS:
+            raise ConfigError(f"eval.hop_tasks[{i}]", name, f"one of {', '.join(HOP_TASKS)}")
+    if not 0.0 < e.memory_fraction <= 1.0:
+        raise ConfigError("eval.memory_fraction", e.memory_fraction, "a fraction in (0, 1]")
 
 
 def selected_designs(cfg) -> list[str]:

@@ -58,10 +58,9 @@ class RunContext:
     def make_record(self, design: str, metric: str, value: Any, unit: str, status: str = "measured", **extra) -> dict:
         """A record for ``design`` (layout, seed, device filled in; ``layout`` may be overridden)."""
         if "layout" not in extra:
-            from .model import resolve_layout
+            from .model import layout_for
 
-            extra["layout"] = resolve_layout(self.cfg.attention[design].layout, self.cfg.model.n_layers) \
-                if design in self.cfg.attention else ""
+            extra["layout"] = layout_for(self.cfg.model, self.cfg.attention[design]) if design in self.cfg.attention else ""
         extra.setdefault("seed", self.cfg.seed)
         extra.setdefault("device", self.device.type)
         return self.recorder.make(design=design, metric=metric, value=value, unit=unit, status=status, **extra)

@@ -112,3 +112,22 @@ def test_param_counts(cfg):
         counts = build(cfg, name).param_counts()
         assert counts["active"] < counts["total"]
         assert counts["attention"] > 0
+
+
+@pytest.mark.parametrize("name", DESIGNS)
+def test_prefill_without_logits_then_probe_equals_full_forward(cfg, name):
+    """Model.prefill (last layer cache-only) + probes from a snapshot == the full forward."""
+    model = build(cfg, name)
+    idx = torch.randint(cfg.model.vocab_size, (1, 60), generator=torch.Generator().manual_seed(2))
+    with torch.no_grad():
+        full = model(idx).logits
+        cache = model.new_cache()
+        for i in range(0, 50, 16):
+            model.prefill(idx[:, i : min(50, i + 16)], cache)
+        snap = cache.snapshot()
+        for _ in range(2):  # the same probe twice: the restore must undo the first
+            probe = model(idx[:, 50:], cache).logits
+            assert rel(probe, full[:, 50:]) <= 1e-5, name
+            other = model(idx[:, 50:53].flip(1), cache)  # scribble on the cache
+            cache.restore(snap)
+            assert cache.length == 50

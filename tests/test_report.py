@@ -85,7 +85,8 @@ def test_heatmap_marks_skipped_and_failed_cells(tmp_path):
     df = load([write_run(tmp_path / "r")]).records
     fig = draw(F.niah_heatmap, df)
     texts = [t.get_text() for ax in fig.axes for t in ax.texts]
-    assert texts.count("skipped") == 5 and texts.count("failed") == 1  # msa at 2K (5 depths), swa_hybrid one cell
+    # msa at 2K (5 depths), lightning_hybrid at 4K (one depth-less record: the whole column), swa_hybrid one cell
+    assert texts.count("skipped") == 10 and texts.count("failed") == 1
 
 
 def test_every_section_degrades_without_records(tmp_path):
@@ -97,6 +98,15 @@ def test_every_section_degrades_without_records(tmp_path):
     assert html.count("No records for this yet") == len(F.FIGURES)
     assert html.count('class="verdict v-not-measured">not yet measured<') == 6
     assert "No design records yet" in html and not res.figures
+
+
+def test_pooled_accuracy_is_preferred_over_the_mean_of_depths(tmp_path):
+    df = load([write_run(tmp_path / "r")]).records
+    extra = df[(df["metric"] == "niah/acc") & (df["design"] == "lightning") & (df["context_len"] == 256)].iloc[:1].copy()
+    extra["depth"], extra["v"] = float("nan"), 0.55  # what an experiment writes pooled over all depths
+    table = decision_table(pd.concat([df, extra], ignore_index=True))
+    row = next(r for r in table.rows if r[0].text == "lightning")
+    assert row[3].text == "0.55"  # 256 is the first length column; the per-depth mean would be 0.20
 
 
 def test_summary_never_averages_measured_with_projected():

@@ -10,6 +10,9 @@ import importlib
 
 EXPERIMENTS = {
     "smoke": "attnbench.experiments.smoke",
+    "train": "attnbench.experiments.train",
+    "needle_4m": "attnbench.experiments.needle_4m",
+    "multihop": "attnbench.experiments.multihop",
 }
 
 

@@ -83,6 +83,6 @@ def run(ctx) -> None:
         rec("cache/bytes_per_layer", cache.nbytes_by_layer(), "bytes")
         cell.commit()
         ctx.console.print(f"  {name:<18} {model.layout:<10} params={model.param_counts()['total']:>7,} "
-                          f"loss={float(ce):.3f} cache={cache.nbytes():>8,} B")
+                          f"loss={float(ce.detach()):.3f} cache={cache.nbytes():>8,} B")
     if failures:
         raise SystemExit("smoke failed: " + "; ".join(failures))

@@ -36,6 +36,15 @@ def resolve_layout(layout: str, n_layers: int) -> str:
     return layout * (n_layers // len(layout))
 
 
+def n_layers_for(cfg, design) -> int:
+    """A design may set its own depth (e.g. 16 layers for LLLLLLLS x 2); else the model's."""
+    return getattr(design, "n_layers", 0) or cfg.n_layers
+
+
+def layout_for(cfg, design) -> str:
+    return resolve_layout(design.layout, n_layers_for(cfg, design))
+
+
 class Block(nn.Module):
     def __init__(self, cfg, design, layer: int, letter: str):
         super().__init__()
@@ -75,12 +84,30 @@ class ModelCache:
     def nbytes_by_layer(self) -> list[int]:
         return [c.nbytes() for c in self.layers]
 
+    def reserve(self, n: int) -> None:
+        """Size growing caches for n tokens up front (exact memory, no copies while growing)."""
+        for c in self.layers:
+            c.reserve(n)
+
+    def snapshot(self) -> list:
+        """Cheap: KV buffers keep their length, small states keep a reference or a copy."""
+        return [c.snapshot() for c in self.layers]
+
+    def restore(self, snap: list) -> None:
+        """Back to the snapshot: one prefill of a haystack serves many probes."""
+        for c, s in zip(self.layers, snap):
+            c.restore(s)
+
 
 class Model(nn.Module):
     def __init__(self, cfg, design):
         super().__init__()
+        n_layers = n_layers_for(cfg, design)
+        if n_layers != cfg.n_layers:  # the layers read cfg.n_layers (lightning's decay scaling)
+            cfg = cfg.copy()
+            cfg.n_layers = n_layers
         self.cfg, self.design_name = cfg, design.name
-        self.layout = resolve_layout(design.layout, cfg.n_layers)
+        self.layout = resolve_layout(design.layout, n_layers)
         self.embed = nn.Embedding(cfg.vocab_size, cfg.d_model)
         self.blocks = nn.ModuleList(Block(cfg, design, i, letter) for i, letter in enumerate(self.layout))
         self.norm = nn.RMSNorm(cfg.d_model, eps=1e-6)
@@ -109,6 +136,20 @@ class Model(nn.Module):
         if logits_at is not None:
             x = x[:, logits_at]
         return Output(self.head(self.norm(x)), balance / len(self.blocks), index_loss)
+
+    @torch.no_grad()
+    def prefill(self, idx: torch.Tensor, cache: ModelCache) -> None:
+        """Feed context tokens into the cache without computing logits.
+
+        Nothing reads the last layer's outputs here, so the last layer only writes its cache
+        (for a final softmax layer: K and V, no O(T^2) attention); every earlier layer runs in
+        full, since later layers need its outputs.
+        """
+        x = self.embed(idx)
+        for block, layer_cache in zip(self.blocks[:-1], cache.layers[:-1]):
+            x, _, _ = block(x, layer_cache)
+        last = self.blocks[-1]
+        last.attn.fill_cache(last.attn_norm(x), cache.layers[-1])
 
     def param_counts(self) -> dict[str, int]:
         """Parameters by part, and those active for one token (top-k of E experts)."""

@@ -32,14 +32,15 @@ class Rotary(nn.Module):
 
 
 class Buffer:
-    """A tensor that grows along ``dim`` (capacity doubles; ``reserve`` pre-sizes it exactly)."""
+    """A tensor that grows along ``dim`` (capacity doubles; ``hint`` pre-sizes the first allocation)."""
 
     def __init__(self, dim: int):
         self.dim = dim
         self.data: torch.Tensor | None = None
         self.length = 0
+        self.hint = 0  # capacity to allocate at the first append (evaluation knows its length)
 
-    def reserve(self, like: torch.Tensor, capacity: int) -> None:
+    def _grow(self, like: torch.Tensor, capacity: int) -> None:
         if self.data is not None and self.data.shape[self.dim] >= capacity:
             return
         shape = list(like.shape)
@@ -52,14 +53,20 @@ class Buffer:
     def append(self, x: torch.Tensor) -> torch.Tensor:
         """Append x along dim; return the whole valid prefix (a view)."""
         n = x.shape[self.dim]
-        if self.data is None or self.length + n > self.data.shape[self.dim]:
-            self.reserve(x, max(self.length + n, 2 * (self.data.shape[self.dim] if self.data is not None else 0)))
+        if self.data is None:
+            self._grow(x, max(n, self.hint))
+        elif self.length + n > self.data.shape[self.dim]:
+            self._grow(x, max(self.length + n, 2 * self.data.shape[self.dim]))
         self.data.narrow(self.dim, self.length, n).copy_(x)
         self.length += n
         return self.view()
 
     def view(self) -> torch.Tensor:
         return self.data.narrow(self.dim, 0, self.length)
+
+    def truncate(self, length: int) -> None:
+        """Forget everything after ``length`` (later appends overwrite it)."""
+        self.length = length
 
     def nbytes(self) -> int:
         """Bytes of the tokens held (not of the spare capacity)."""
@@ -81,12 +88,20 @@ class KVCache:
     def length(self) -> int:
         return self.k.length
 
-    def reserve(self, like_k: torch.Tensor, like_v: torch.Tensor, n: int) -> None:
-        self.k.reserve(like_k, n)
-        self.v.reserve(like_v, n)
+    def reserve(self, n: int) -> None:
+        """Allocate room for n tokens at the first append (no doubling, no spare bytes)."""
+        self.k.hint = self.v.hint = n
 
     def append(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         return self.k.append(k), self.v.append(v)
+
+    def snapshot(self):
+        """What restore() needs to come back here: only the length (appends never rewrite the past)."""
+        return self.length
+
+    def restore(self, length) -> None:
+        self.k.truncate(length)
+        self.v.truncate(length)
 
     def nbytes(self) -> int:
         return self.k.nbytes() + self.v.nbytes()

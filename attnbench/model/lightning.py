@@ -31,6 +31,15 @@ class LinearState:
         self.state: torch.Tensor | None = None
         self.length = 0
 
+    def reserve(self, n: int) -> None:
+        pass  # a fixed-size state
+
+    def snapshot(self):
+        return self.state, self.length  # forward() replaces the state tensor, never writes into it
+
+    def restore(self, snap) -> None:
+        self.state, self.length = snap
+
     def nbytes(self) -> int:
         return 0 if self.state is None else self.state.numel() * self.state.element_size()
 
@@ -47,6 +56,9 @@ class LightningAttention(nn.Module):
 
     def new_cache(self) -> LinearState:
         return LinearState()
+
+    def fill_cache(self, x: torch.Tensor, cache: LinearState) -> None:
+        self.forward(x, cache)  # the state update is the whole cost; the output is cheap beside it
 
     def forward(self, x: torch.Tensor, cache: LinearState | None = None):
         """x (B, T, C) -> (y (B, T, C), aux loss 0). With a cache: starts from and updates its state."""

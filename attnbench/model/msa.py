@@ -34,6 +34,14 @@ class MSACache(KVCache):
         super().__init__()
         self.ik = Buffer(dim=1)
 
+    def reserve(self, n: int) -> None:
+        super().reserve(n)
+        self.ik.hint = n
+
+    def restore(self, length) -> None:
+        super().restore(length)
+        self.ik.truncate(length)
+
     def nbytes(self) -> int:
         return super().nbytes() + self.ik.nbytes()
 
@@ -72,6 +80,14 @@ class MSAAttention(nn.Module):
 
     def new_cache(self) -> MSACache:
         return MSACache()
+
+    def fill_cache(self, x: torch.Tensor, cache: MSACache) -> None:
+        """Append K, V and index keys without selecting or attending."""
+        B, T, _ = x.shape
+        pos0 = cache.length
+        k, v = self.kv(x).view(B, T, 2, self.G, self.D).permute(2, 0, 3, 1, 4)
+        cache.append(self.rope(k, pos0), v)
+        cache.ik.append(self.index_rope(self.index_k(x).unsqueeze(1), pos0).squeeze(1))
 
     def forward(self, x: torch.Tensor, cache: MSACache | None = None):
         """x (B, T, C) -> (y (B, T, C), index KL loss (0 outside training))."""

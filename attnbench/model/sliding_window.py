@@ -40,6 +40,19 @@ class RingCache:
         self.v[:, :, slots] = v[:, :, T - keep :]
         self.length += T
 
+    def reserve(self, n: int) -> None:
+        pass  # always `window` tokens
+
+    def snapshot(self):
+        """The ring is overwritten in place, so a snapshot copies it (window tokens, small)."""
+        return (None if self.k is None else (self.k.clone(), self.v.clone())), self.length
+
+    def restore(self, snap) -> None:
+        kv, self.length = snap
+        if kv is not None:
+            self.k.copy_(kv[0])
+            self.v.copy_(kv[1])
+
     def nbytes(self) -> int:
         if self.k is None:
             return 0
@@ -57,6 +70,14 @@ class SlidingWindowAttention(SoftmaxAttention):
 
     def new_cache(self) -> RingCache:
         return RingCache(self.window)
+
+    def fill_cache(self, x: torch.Tensor, cache: RingCache) -> None:
+        """Only the last `window` tokens can ever be read again: project just those."""
+        T = x.shape[1]
+        keep = min(T, self.window)
+        k, v = self.keys_values(x[:, T - keep :], cache.length + T - keep)
+        cache.length += T - keep
+        cache.write(k, v)
 
     def forward(self, x: torch.Tensor, cache: RingCache | None = None):
         """x (B, T, C) -> (y (B, T, C), aux loss 0)."""

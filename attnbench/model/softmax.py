@@ -26,8 +26,17 @@ class SoftmaxAttention(nn.Module):
         """x (B, T, C) -> q (B, H, T, D), k, v (B, Hkv, T, D), RoPE applied at pos0.."""
         B, T, _ = x.shape
         q = self.q(x).view(B, T, self.H, self.D).transpose(1, 2)
+        return (self.rope(q, pos0), *self.keys_values(x, pos0))
+
+    def keys_values(self, x: torch.Tensor, pos0: int):
+        """x (B, T, C) -> k, v (B, Hkv, T, D), RoPE on k at pos0.. (no queries)."""
+        B, T, _ = x.shape
         k, v = self.kv(x).view(B, T, 2, self.Hkv, self.D).permute(2, 0, 3, 1, 4)
-        return self.rope(q, pos0), self.rope(k, pos0), v
+        return self.rope(k, pos0), v
+
+    def fill_cache(self, x: torch.Tensor, cache: KVCache) -> None:
+        """Append x's keys and values without attending (nothing reads this layer's output)."""
+        cache.append(*self.keys_values(x, cache.length))
 
     def forward(self, x: torch.Tensor, cache: KVCache | None = None):
         """x (B, T, C) -> (y (B, T, C), aux loss 0). With a cache: appends, attends to all of it."""

@@ -14,7 +14,7 @@ from typing import Callable
 
 import pandas as pd
 
-from .data import LEN_1M, fmt_bytes, fmt_len, is_preset, metric
+from .data import LEN_1M, fmt_bytes, fmt_len, is_preset, metric, pooled
 
 SEED_000 = "seed 000, \u201cMiniMax: Lightning Attention, Agents, and What They Tried\u201d"
 SEED_001 = "seed 001, MiniMax-01 release article"
@@ -49,7 +49,7 @@ def _ok(df: pd.DataFrame, status=("measured",)) -> pd.DataFrame:
 
 
 def _acc(df: pd.DataFrame, name: str, design: str, length=None) -> float:
-    d = _ok(metric(df, name))
+    d = pooled(_ok(metric(df, name)))
     d = d[d["design"] == design]
     if length is not None:
         d = d[d["context_len"] == length]
@@ -104,9 +104,12 @@ def judge_c2(df: pd.DataFrame) -> Verdict:
         return v
     longest = d["context_len"].max()
     train = d["train_len"].max()
-    acc = d[d["context_len"] == longest]["v"]
+    at = d[d["context_len"] == longest]
+    acc = pooled(at)["v"]
+    depths = at.loc[at["depth"].notna(), "v"]
+    worst = f", min over depths {depths.min():.3f}" if not depths.empty else ""
     v.evidence.append(f"lightning_hybrid NIAH accuracy at {fmt_len(longest)} tokens: {acc.mean():.3f} "
-                      f"(min over depths {acc.min():.3f}, {len(acc)} records)")
+                      f"({len(acc)} records{worst})")
     soft = _acc(df, "niah/acc", "softmax", longest)
     if pd.notna(soft):
         v.evidence.append(f"softmax at the same length: {soft:.3f}")

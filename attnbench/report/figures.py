@@ -27,7 +27,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch, Rectangle
 from matplotlib.ticker import FuncFormatter
 
-from .data import LEN_1M, design_order, designs, fmt_bytes, fmt_len, is_preset, metric, varying
+from .data import LEN_1M, design_order, designs, fmt_bytes, fmt_len, is_preset, metric, pooled, varying
 
 STYLE = {
     "font.size": 9, "axes.titlesize": 10, "axes.labelsize": 9, "legend.fontsize": 7.5,
@@ -213,6 +213,13 @@ def niah_heatmap(df: pd.DataFrame) -> Figure | None:
                 marks[(i, j)] = "proj." if (ok["status"] == "projected").all() else None
             else:
                 marks[(i, j)] = "failed" if (cell["status"] == "failed").any() else "skipped"
+        whole = g[g["depth"].isna() & g["status"].isin(["skipped", "failed"])]  # a length skipped at every depth
+        for length, cell in whole.groupby("context_len"):
+            if length in lens:
+                j = lens.index(length)
+                for i in range(len(depths)):
+                    if np.isnan(grid[i, j]):
+                        marks[(i, j)] = "failed" if (cell["status"] == "failed").any() else "skipped"
         im = ax.imshow(grid, cmap=cmap, vmin=0, vmax=1, aspect="auto", interpolation="nearest")
         for i in range(len(depths)):
             for j in range(len(lens)):
@@ -248,7 +255,7 @@ def _train_lens(ax, d: pd.DataFrame) -> None:
         ("niah/acc",), "Mean over needle depths, seeds and runs; the band spans their min to max. "
         "Dotted: the training length; right of it the model extrapolates.")
 def niah_vs_length(df: pd.DataFrame) -> Figure | None:
-    d = metric(df, "niah/acc")
+    d = pooled(metric(df, "niah/acc"))
     if d.empty:
         return None
     d = d.assign(task=d["task"].fillna(""))
@@ -470,7 +477,7 @@ def state_bytes_at(df: pd.DataFrame, name: str, length: float) -> tuple[float, s
         "seeds). Size: the design's cache or state at that length. Up and left is better; the line joins "
         "the designs no other design beats on both.")
 def pareto(df: pd.DataFrame) -> Figure | None:
-    d = metric(df, "niah/acc")
+    d = pooled(metric(df, "niah/acc"))
     d = d[d["status"] == "measured"]
     if d.empty:
         return None

@@ -12,7 +12,7 @@ from typing import Callable, Iterable
 
 import pandas as pd
 
-from .data import LEN_1M, LEN_4M, LEN_128K, designs, fmt_bytes, fmt_len, fmt_num, is_preset, metric
+from .data import LEN_1M, LEN_4M, LEN_128K, designs, fmt_bytes, fmt_len, fmt_num, is_preset, metric, pooled
 
 BASELINE = "softmax"
 SPEED_LENGTHS = (LEN_128K, LEN_1M)
@@ -63,7 +63,7 @@ def summarize(g: pd.DataFrame, fmt: Callable[[float], str] = fmt_num) -> Cell:
 
 
 def _acc_cells(df: pd.DataFrame, name: str, metric_name: str, lengths: list) -> list[Cell]:
-    d = metric(df, metric_name)
+    d = pooled(metric(df, metric_name))
     d = d[d["design"] == name]
     return [summarize(d[d["context_len"] == n], lambda v: f"{v:.2f}") for n in lengths] if lengths else [NONE]
 

@@ -1,0 +1,199 @@
+"""The shared flow of needle_4m and multihop: train or load each design's model, check it at
+its training length, plan the (design x length x sample) grid against the budget, evaluate the
+cells that fit with streaming prefill, record the rest as skipped with their estimates, and
+aggregate accuracies with 95% intervals.
+
+Cells are resumable: a rerun of the same command skips every cell already recorded.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+import torch
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from attnbench.config import parse_duration
+from attnbench.evaluate import PeakRSS, batch_accuracy, run_sample, wilson
+from attnbench.experiments.train import record_training
+from attnbench.plan import calibrate, memory_allowed
+from attnbench.results import read_jsonl
+from attnbench.tasks.data import cached_samples
+from attnbench.tasks.generate import Sample, niah
+from attnbench.train import get_model, vocab_of
+
+
+@dataclass
+class Grid:
+    metric: str  # niah/acc | multihop/acc
+    task: str  # the generator's name (cache key and record field)
+    groups: list[dict]  # extra coordinates of a cell (e.g. {"hops": 2}); [{}] for none
+    make: Callable[[np.random.Generator, int, dict], list[Sample]]  # (rng, context_len, group) -> samples
+    by: str = "depth"  # the probe field accuracies are broken down by (depth | hops)
+    params: dict = field(default_factory=dict)  # generator settings that define the data
+
+
+def _rng(seed: int, *parts: int) -> np.random.Generator:
+    return np.random.default_rng([seed, *parts])
+
+
+def prepare_models(ctx) -> dict:
+    """Get every design's model (trained once, then cached) and record training + sanity check."""
+    cfg, models = ctx.cfg, {}
+    vocab = vocab_of(cfg)
+    train_len = cfg.train.stages[-1].context_len
+    for name in ctx.design_names:
+        trained = get_model(cfg, name, ctx.device, console=ctx.console)
+        models[name] = trained
+        cell = ctx.cell(design=name, part="train", key=trained.record["key"])
+        if not cell.done:
+            record_training(ctx, cell, name, trained)
+            samples = [niah(_rng(cfg.seed, 7, i), vocab, train_len, "single", [float(d)],
+                            kind=cfg.task.haystack, value_noise=cfg.task.value_noise)[0]
+                       for i, d in enumerate(np.linspace(0, 1, cfg.eval.train_len_samples))]
+            k, n = batch_accuracy(trained.model, samples, ctx.device)
+            lo, hi = wilson(k, n)
+            floor_note = "" if name != "softmax" or k / n >= 0.95 else " BELOW the 95% sanity floor for softmax"
+            cell.record(name, "train/acc", k / n, "fraction", "measured", task="niah_single", context_len=train_len,
+                        n=n, ci_low=lo, ci_high=hi, train_len=train_len, dtype="float32",
+                        note=f"single needle at the training length{floor_note}")
+            cell.commit()
+            ctx.console.print(f"  {name}: single-needle accuracy at the training length {train_len}: {k}/{n}")
+    return models
+
+
+def run_grid(ctx, grid: Grid) -> None:
+    cfg, dev = ctx.cfg, ctx.device
+    start = time.perf_counter()
+    budget = parse_duration(cfg.exp.budget)
+    models = prepare_models(ctx)
+    train_len = cfg.train.stages[-1].context_len
+    mem_cap = memory_allowed(cfg.eval.memory_fraction)
+    lengths = sorted(cfg.eval.context_lens)
+
+    ctx.console.print("calibrating prefill cost per design ...")
+    cal = {name: calibrate(t.model, dev, cfg.eval.chunk, cfg.model.vocab_size) for name, t in models.items()}
+
+    # Plan in a fixed order (short contexts first, designs in the experiment's order) so that
+    # the cells that fit are chosen the same way every time; estimates decide the rest.
+    planned, skipped = [], []
+    left = budget - (time.perf_counter() - start)
+    for L in lengths:
+        for name in models:
+            for g_i, group in enumerate(grid.groups):
+                passes = len(grid.make(_rng(cfg.seed, L, g_i, 0), min(L, 64), group)) if grid.task == "niah_single" else 1
+                est = cal[name].estimate(L, passes)
+                coords = dict(design=name, context_len=L, **group)
+                if est.bytes > mem_cap:
+                    skipped.append((coords, est, f"needs ~{est.bytes / 2**30:.1f} GiB, more than the {mem_cap / 2**30:.1f} GiB allowed"))
+                    continue
+                cells = [(coords, i, est) for i in range(cfg.eval.haystacks)]
+                total = est.seconds * len(cells)
+                if total > left:
+                    skipped.append((coords, est, f"would take ~{total / 60:.1f} min for {len(cells)} haystacks, "
+                                                 f"more than the {max(0.0, left) / 60:.1f} min left of exp.budget={cfg.exp.budget}"))
+                    continue
+                left -= total
+                planned.extend(cells)
+
+    for coords, est, reason in skipped:
+        cell = ctx.cell(**coords, part="skip", budget=cfg.exp.budget, reason=reason)
+        if not cell.done:
+            cell.record(coords["design"], grid.metric, None, "fraction", "skipped", task=grid.task, train_len=train_len,
+                        context_len=coords["context_len"], note=reason, **{k: v for k, v in coords.items() if k not in ("design", "context_len")},
+                        **est.as_fields())
+            cell.commit()
+        ctx.console.print(f"  skip {coords}: {reason}")
+
+    columns = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("{task.fields[note]}")]
+    with Progress(*columns, console=ctx.console, transient=False) as progress:
+        bar = progress.add_task("evaluating", total=len(planned), note="")
+        for coords, i, est in planned:
+            cell = ctx.cell(**coords, sample=i, part="eval")
+            label = f"{coords['design']} n={coords['context_len']:,} #{i}"
+            if cell.done:
+                progress.update(bar, advance=1, note=f"{label}: recorded earlier")
+                continue
+            left = budget - (time.perf_counter() - start)
+            if est.seconds > left:  # estimates were optimistic: stop spending what we don't have
+                cell2 = ctx.cell(**coords, sample=i, part="skip-late", budget=cfg.exp.budget)
+                if not cell2.done:
+                    cell2.record(coords["design"], grid.metric, None, "fraction", "skipped", task=grid.task,
+                                 context_len=coords["context_len"], sample=i,
+                                 note=f"budget ran out: ~{est.seconds:.0f} s needed, {max(0, left):.0f} s left", **est.as_fields())
+                    cell2.commit()
+                progress.update(bar, advance=1, note=f"{label}: skipped, budget")
+                continue
+            progress.update(bar, note=f"{label} (est {est.seconds:.0f} s)")
+            group = {k: v for k, v in coords.items() if k not in ("design", "context_len")}
+            g_i = grid.groups.index(group)
+            samples = cached_samples(grid.task, {**grid.params, "context_len": coords["context_len"], "group": group,
+                                                 "seed": cfg.seed, "sample": i, "vocab": list(vocab_of(cfg).__dict__.values())},
+                                     lambda: grid.make(_rng(cfg.seed, coords["context_len"], g_i, i), coords["context_len"], group))
+            model = models[coords["design"]].model
+            with PeakRSS() as peak:
+                results, costs = [], defaultdict(float)
+                for sample in samples:
+                    r, c = run_sample(model, sample, dev, cfg.eval.chunk)
+                    results += r
+                    for k, v in c.items():
+                        costs[k] += v if k != "cache_bytes" else 0
+                    costs["cache_bytes"] = max(costs["cache_bytes"], c["cache_bytes"])
+            common = dict(task=grid.task, context_len=coords["context_len"], sample=i, train_len=train_len, dtype="float32",
+                          backend="reference" if dev.type == "cpu" else "auto", **group)
+            for j, r in enumerate(results):
+                extra = {"depth": _grid_depth(r.depth, cfg.eval.depths)} if grid.by == "depth" else {}
+                cell.record(coords["design"], f"{grid.metric.split('/')[0]}/probe", float(r.correct), "fraction", "measured",
+                            probe=j, hits=r.hits, targets=r.targets, **extra, **common)
+            cell.record(coords["design"], "eval/prefill_s", costs["prefill_s"], "s", **common, estimated_s=round(est.seconds, 1))
+            cell.record(coords["design"], "eval/peak_rss_bytes", peak.peak, "bytes", **common,
+                        note="peak resident memory of the process while this cell ran")
+            cell.record(coords["design"], "eval/cache_bytes", costs["cache_bytes"], "bytes", **common)
+            cell.commit()
+            acc = sum(r.correct for r in results) / max(1, len(results))
+            progress.update(bar, advance=1, note=f"{label}: acc {acc:.2f}, prefill {costs['prefill_s']:.1f} s")
+
+    aggregate(ctx, grid, train_len)
+
+
+def _grid_depth(depth: float | None, grid: list[float]) -> float | None:
+    if depth is None:
+        return None
+    return float(min(grid, key=lambda d: abs(d - depth)))
+
+
+def aggregate(ctx, grid: Grid, train_len: int) -> None:
+    """Accuracy per (design, length, group[, depth]) from every probe record of this config."""
+    probe_metric = f"{grid.metric.split('/')[0]}/probe"
+    probes = [r for r in read_jsonl(ctx.recorder.path)
+              if r.get("type") == "record" and r.get("metric") == probe_metric and r.get("config_hash") == ctx.recorder.config_hash]
+    groups: dict[tuple, list[dict]] = defaultdict(list)
+    group_keys = sorted({k for g in grid.groups for k in g})
+    for r in probes:
+        groups[(r["design"], r["context_len"], *(r.get(k) for k in group_keys))].append(r)
+    for key, rs in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1])):
+        design, L, *gvals = key
+        group = dict(zip(group_keys, gvals))
+        contributing = sorted({(r["sample"], r["probe"]) for r in rs})
+        cell = ctx.cell(design=design, context_len=L, part="aggregate", probes=contributing, **group)
+        if cell.done:
+            continue
+        splits = [("all", rs)]
+        if grid.by == "depth":
+            by_depth = defaultdict(list)
+            for r in rs:
+                by_depth[r.get("depth")].append(r)
+            splits += sorted(((d, v) for d, v in by_depth.items() if d is not None), key=lambda x: x[0])
+        for split, items in splits:
+            k, n = int(sum(r["value"] for r in items)), len(items)
+            lo, hi = wilson(k, n)
+            extra = {"depth": split} if split != "all" else {}
+            cell.record(design, grid.metric, k / n, "fraction", "measured", task=grid.task, context_len=L, n=n,
+                        ci_low=lo, ci_high=hi, train_len=train_len, dtype="float32", **group, **extra)
+        cell.commit()
+        overall = sum(r["value"] for r in rs) / len(rs)
+        ctx.console.print(f"  {design:<18} n={L:>9,} {group or ''} acc={overall:.2f} ({len(rs)} probes)")

@@ -1,0 +1,95 @@
+"""Budget planning for evaluation cells: will this (design, context length) fit?
+
+Each design's prefill is timed on this machine at a few short lengths and fitted as
+t(n) = a n + b n^2 (linear designs get b ~ 0; designs with full-attention or MSA layers get
+the quadratic term), and the cache bytes as c + d n. A cell whose estimate exceeds the time
+left or the memory allowed is recorded as ``skipped`` with the estimate, never run blind.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import psutil
+import torch
+
+from .evaluate import PeakRSS
+from .model import Model
+
+CALIBRATION_LENGTHS = (2048, 8192, 16384)
+
+
+@dataclass
+class Estimate:
+    seconds: float
+    bytes: float
+    how: str
+
+    def as_fields(self) -> dict:
+        return {"estimated_s": round(self.seconds, 1), "estimated_bytes": int(self.bytes), "estimate": self.how}
+
+
+@dataclass
+class Calibration:
+    a: float  # seconds per token
+    b: float  # seconds per token^2
+    c: float  # fixed cache bytes
+    d: float  # cache bytes per token
+    work_bytes: float  # working memory of one prefill chunk beyond the cache
+    lengths: tuple[int, ...]
+
+    def estimate(self, n: int, passes: int = 1) -> Estimate:
+        seconds = passes * (self.a * n + self.b * n * n)
+        return Estimate(seconds, self.c + self.d * n + self.work_bytes,
+                        f"t = {self.a:.3g} n + {self.b:.3g} n^2 s, cache = {self.c:.3g} + {self.d:.3g} n B "
+                        f"(prefill timed here at n = {', '.join(map(str, self.lengths))})")
+
+
+def _fit_time(ns: np.ndarray, ts: np.ndarray, quadratic: bool) -> tuple[float, float]:
+    """Least squares t = a n + b n^2 with a, b >= 0 (drop a term that comes out negative).
+
+    Designs whose prefill is linear by construction get b = 0: on a busy machine, timing
+    noise would otherwise invent a quadratic term and make long contexts look impossible.
+    """
+    if not quadratic:
+        return float(np.sum(ts * ns) / np.sum(ns * ns)), 0.0
+    A = np.stack([ns, ns**2], axis=1)
+    a, b = np.linalg.lstsq(A, ts, rcond=None)[0]
+    if b < 0:
+        return float(np.sum(ts * ns) / np.sum(ns * ns)), 0.0
+    if a < 0:
+        return 0.0, float(np.sum(ts * ns**2) / np.sum(ns**4))
+    return float(a), float(b)
+
+
+@torch.no_grad()
+def calibrate(model: Model, device: torch.device, chunk: int, vocab_size: int,
+              lengths: tuple[int, ...] = CALIBRATION_LENGTHS) -> Calibration:
+    gen = torch.Generator().manual_seed(0)
+    times, sizes, work = [], [], 0.0
+    for n in lengths:
+        idx = torch.randint(vocab_size, (1, n), generator=gen).to(device)
+        cache = model.new_cache()
+        cache.reserve(n)
+        with PeakRSS() as peak:
+            before = psutil.Process().memory_info().rss
+            start = time.perf_counter()
+            for s in range(0, n, chunk):
+                model.prefill(idx[:, s : s + chunk], cache)
+            times.append(time.perf_counter() - start)
+        sizes.append(cache.nbytes())
+        work = max(work, (peak.peak - before - cache.nbytes()) * max(1.0, chunk / n))
+        del cache
+    ns = np.asarray(lengths, dtype=np.float64)
+    # Prefill cost is quadratic only through softmax or msa layers that attend (not the last
+    # layer, which only writes its cache during a prefill: Model.prefill).
+    a, b = _fit_time(ns, np.asarray(times), quadratic=any(c in "SM" for c in model.layout[:-1]))
+    d = (sizes[-1] - sizes[0]) / (lengths[-1] - lengths[0])
+    c = max(0.0, sizes[0] - d * lengths[0])
+    return Calibration(a, b, c, d, max(0.0, work), tuple(lengths))
+
+
+def memory_allowed(fraction: float) -> float:
+    return fraction * psutil.virtual_memory().available

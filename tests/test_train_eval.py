@@ -1,0 +1,132 @@
+"""Training learns (a few seconds on a tiny model), checkpoints resume, evaluation streams."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+from attnbench import checkpoints
+from attnbench.evaluate import run_sample, wilson
+from attnbench.model import Model
+from attnbench.tasks.generate import niah
+from attnbench.train import checkpoint_key, get_model, train, vocab_of
+
+from helpers import compose_cfg
+
+TINY = [
+    "model.d_model=32", "model.n_layers=2", "model.n_heads=2", "model.n_kv_heads=1", "model.head_dim=16",
+    "model.d_expert=32", "model.n_experts=2", "model.top_k_experts=1",
+    "task.n_keys=8", "task.n_values=8", "task.n_filler=8",
+    "train.batch=32", "train.lr=3e-3", "train.warmup=10", "train.window=10", "train.log_every=5",
+    "train.checkpoint_every=20", "train.patience=100000",
+    "train.stages=[{n_keys: 8, n_values: 8, n_filler: 8, n_pairs: 2, context_len: 12, n_queries: 2}]",
+]
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("ATTNBENCH_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(checkpoints, "SHIPPED", tmp_path / "shipped")
+    return tmp_path / "cache"
+
+
+def test_tiny_model_learns_above_chance(cache):
+    cfg = compose_cfg(["+exp=train", *TINY, "train.max_steps=250", "train.floor=0.99"])
+    torch.set_num_threads(1)
+    out = train(cfg, "softmax", torch.device("cpu"))
+    curve = out.record["curve"]
+    first, last = curve[0], curve[-5:]
+    assert np.mean([c["loss"] for c in last]) < first["loss"] - 0.5, "loss did not fall"
+    chance = 1 / 8
+    assert np.mean([c["acc"] for c in last]) > 2 * chance, f"accuracy stayed at chance: {[c['acc'] for c in last]}"
+
+
+def test_checkpoint_cache_and_resume(cache):
+    cfg = compose_cfg(["+exp=train", *TINY, "train.max_steps=40"])
+    key = checkpoint_key(cfg, "lightning")
+    first = get_model(cfg, "lightning", torch.device("cpu"))
+    assert first.source == "trained" and checkpoints.find("lightning", key) is not None
+    again = get_model(cfg, "lightning", torch.device("cpu"))
+    assert again.source == "cache"
+    for a, b in zip(first.model.state_dict().values(), again.model.state_dict().values()):
+        assert torch.equal(a, b)
+    # a changed training config is a different key
+    assert checkpoint_key(compose_cfg(["+exp=train", *TINY, "train.max_steps=41"]), "lightning") != key
+
+
+
+def test_killed_training_resumes_to_the_same_weights(cache, monkeypatch):
+    import attnbench.train as T
+
+    cfg = compose_cfg(["+exp=train", *TINY, "train.max_steps=40"])
+    real, calls = T.task_loss, {"n": 0}
+
+    def dies_at_25(*a, **k):
+        calls["n"] += 1
+        if calls["n"] == 25:
+            raise KeyboardInterrupt  # stands in for a kill after the step-20 checkpoint
+        return real(*a, **k)
+
+    monkeypatch.setattr(T, "task_loss", dies_at_25)
+    with pytest.raises(KeyboardInterrupt):
+        train(cfg, "softmax", torch.device("cpu"))
+    folder = checkpoints.work_dir("softmax", checkpoint_key(cfg, "softmax"))
+    assert torch.load(folder / "partial.pt", weights_only=False)["state"]["step"] == 20
+    monkeypatch.setattr(T, "task_loss", real)
+    resumed = train(cfg, "softmax", torch.device("cpu"))
+    fresh = train(compose_cfg(["+exp=train", *TINY, "train.max_steps=40", "train.force=true"]), "softmax", torch.device("cpu"))
+    assert resumed.record["steps"] == fresh.record["steps"] == 40
+    for a, b in zip(resumed.model.state_dict().values(), fresh.model.state_dict().values()):
+        assert torch.equal(a, b)
+    assert json.loads((folder / "record.json").read_text())["steps"] == 40
+
+
+def test_nan_loss_stops_training_and_keeps_last_good_checkpoint(cache, monkeypatch):
+    cfg = compose_cfg(["+exp=train", *TINY, "train.max_steps=60"])
+    import attnbench.train as T
+
+    real = T.task_loss
+    calls = {"n": 0}
+
+    def poisoned(*a, **k):
+        calls["n"] += 1
+        loss, ce, acc, out = real(*a, **k)
+        return (loss * float("nan") if calls["n"] > 30 else loss), ce, acc, out
+
+    monkeypatch.setattr(T, "task_loss", poisoned)
+    out = train(cfg, "softmax", torch.device("cpu"))
+    assert out.record["status"] == "failed" and "step 30" in out.record["failure"]
+    folder = checkpoints.work_dir("softmax", checkpoint_key(cfg, "softmax"))
+    assert not (folder / "final.pt").exists()
+    saved = torch.load(folder / "partial.pt", weights_only=False)
+    assert saved["state"]["step"] == 20  # the last checkpoint before the NaN
+    assert all(torch.isfinite(v).all() for v in saved["model"].values())
+
+
+@pytest.mark.parametrize("design", ["softmax", "lightning_hybrid", "sliding_window", "msa"])
+def test_streaming_eval_matches_full_forward(design):
+    cfg = compose_cfg(["+exp=needle_4m", "model.n_layers=8"])
+    torch.manual_seed(0)
+    model = Model(cfg.model, cfg.attention[design]).eval()
+    (sample,) = niah(np.random.default_rng(0), vocab_of(cfg), 300, "multikey", [0.0, 0.5, 1.0])
+    results, costs = run_sample(model, sample, torch.device("cpu"), chunk=64)
+    for probe, r in zip(sample.probes, results):
+        seq = torch.from_numpy(np.concatenate([sample.context, probe.tokens]))[None]
+        with torch.no_grad():
+            pred = model(seq).logits[0, -len(probe.tokens) :].argmax(-1)
+        assert r.correct == bool((pred == torch.tensor(probe.targets)).all())
+    assert costs["cache_bytes"] > 0 and costs["prefill_s"] > 0
+
+
+def test_wilson_interval():
+    lo, hi = wilson(10, 10)
+    assert 0.69 < lo < 0.73 and hi == 1.0
+    lo, hi = wilson(0, 10)
+    assert lo == 0.0 and 0.27 < hi < 0.31
+    lo, hi = wilson(50, 100)
+    assert lo == pytest.approx(0.404, abs=0.002) and hi == pytest.approx(0.596, abs=0.002)
