@@ -17,6 +17,7 @@ LAYOUT_LETTERS = "SLWM"
 DEVICES = ("auto", "cpu", "cuda")
 BACKENDS = ("auto", "reference", "triton")
 INDEX_POOLS = ("max", "mean")
+WANDB_MODES = ("offline", "online", "disabled")
 
 
 class ConfigError(ValueError):
@@ -155,6 +156,31 @@ class ExpConfig:
 
 
 @dataclass
+class WandbConfig:
+    """W&B tracking: one run per (experiment, design, seed), logged from the run's records at its end.
+
+    It runs in a child process killed after ``timeout_s``: W&B being absent, offline or failing
+    never fails a run. No key belongs here: online mode reads WANDB_API_KEY from the environment.
+    """
+
+    mode: str = "offline"  # offline (files under RUN_DIR/wandb, `wandb sync` later) | online | disabled
+    project: str = "attnbench"
+    entity: Optional[str] = None
+    group: Optional[str] = None  # default: the experiment name
+    tags: List[str] = field(default_factory=list)
+    timeout_s: float = 20.0  # hard cap on the whole W&B step of a run
+
+
+@dataclass
+class ReportConfig:
+    """The decision report written into the run directory at the end of every run."""
+
+    enabled: bool = True  # write report.html (and report.pdf) at the end of every exp run
+    pdf: bool = True  # print report.pdf with headless Chromium (skipped, saying why, where it is missing)
+    pdf_timeout_s: float = 60.0
+
+
+@dataclass
 class RootConfig:
     exp: ExpConfig = field(default_factory=ExpConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
@@ -167,6 +193,8 @@ class RootConfig:
     device: str = "auto"  # auto | cpu | cuda
     backend: str = "auto"  # kernel backend for every op: auto | reference | triton
     threads: int = 0  # torch CPU threads (0: torch's default)
+    wandb: WandbConfig = field(default_factory=WandbConfig)
+    report: ReportConfig = field(default_factory=ReportConfig)
 
 
 def register() -> None:
@@ -282,6 +310,13 @@ def validate(cfg) -> None:
         raise ConfigError("exp.budget", cfg.exp.budget, "a duration such as 90s, 15m, 2h or 1h30m") from None
     for key in ("batch", "seq_len", "prefill_chunk"):
         _positive(f"exp.{key}", getattr(cfg.exp, key))
+    if cfg.wandb.mode not in WANDB_MODES:
+        raise ConfigError("wandb.mode", cfg.wandb.mode, f"one of {', '.join(WANDB_MODES)}")
+    if not cfg.wandb.project or "/" in cfg.wandb.project:
+        raise ConfigError("wandb.project", cfg.wandb.project, "a non-empty W&B project name without '/'")
+    for key, value in (("wandb.timeout_s", cfg.wandb.timeout_s), ("report.pdf_timeout_s", cfg.report.pdf_timeout_s)):
+        if not value > 0:
+            raise ConfigError(key, value, "must be > 0 seconds")
     validate_tasks(cfg)
 
 

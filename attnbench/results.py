@@ -1,7 +1,9 @@
 """Results records: one ``results.jsonl`` per run directory.
 
 The first line of every (re)start is a header (config hash, git commit, library versions,
-hardware); then one JSON object per measurement. A line is written with one ``write`` of the
+hardware); then one JSON object per measurement; a run that ends through attnbench.cli
+appends a footer (status completed | interrupted | failed, wall_s). Secret-looking values
+from the environment are masked before anything is written (attnbench.redact). A line is written with one ``write`` of the
 whole line, flushed and fsync'ed, so a killed run leaves whole records (a reader skips a
 torn last line rather than failing).
 """
@@ -17,6 +19,8 @@ import subprocess
 from importlib import metadata
 from pathlib import Path
 from typing import Any, Iterable
+
+from .redact import redact
 
 STATUSES = ("measured", "projected", "skipped", "failed")
 
@@ -120,12 +124,17 @@ class Recorder:
                       "git": git_commit(), "versions": versions(), "hardware": hardware(), "config": config})
 
     def _append(self, *objs: dict) -> None:
-        """Append whole lines with one write, flushed and fsync'ed."""
-        text = "".join(json.dumps(o, sort_keys=False, default=str, allow_nan=True) + "\n" for o in objs)
+        """Append whole lines with one write, flushed and fsync'ed (secrets masked)."""
+        text = redact("".join(json.dumps(o, sort_keys=False, default=str, allow_nan=True) + "\n" for o in objs))
         with open(self.path, "a", encoding="utf-8") as f:
             f.write(text)
             f.flush()
             os.fsync(f.fileno())
+
+    def close(self, status: str, wall_s: float) -> None:
+        """A footer line: how this (re)start ended (completed | interrupted | failed)."""
+        self._append({"type": "footer", "exp": self.exp, "config_hash": self.config_hash, "ended": now(),
+                      "status": status, "wall_s": round(wall_s, 3)})
 
     def make(self, **fields: Any) -> dict:
         """A checked record (not yet written)."""

@@ -16,7 +16,7 @@ from .config import selected_designs
 from .results import Recorder, stable_hash
 
 # Keys that say where or how loudly a run happens, not what it computes.
-NOT_IN_HASH = ("hydra", "wandb", "threads")
+NOT_IN_HASH = ("hydra", "wandb", "report", "threads")
 
 
 def config_dict(cfg: DictConfig) -> dict:

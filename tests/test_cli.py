@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 import time
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from attnbench.config import validate
+from attnbench.report.pdf import find_chromium
 
 from helpers import compose_cfg
 
@@ -38,6 +40,8 @@ def test_every_experiment_composes_and_validates(exp):
         ("model.d_modle=64", "model.d_modle"),
         ("attention.msa.top_k=0", "attention.msa.top_k"),
         ("exp.budget=soon", "exp.budget"),
+        ("wandb.mode=sometimes", "wandb.mode"),
+        ("wandb.timeout_s=0", "wandb.timeout_s"),
     ],
 )
 def test_bad_config_stops_with_one_line(tmp_path, override, field):
@@ -58,7 +62,8 @@ def test_smoke_runs_end_to_end_under_a_minute(tmp_path):
     res = run_cli("+exp=smoke", f"hydra.run.dir={tmp_path}/run", cwd=tmp_path, timeout=120)
     elapsed = time.perf_counter() - start
     assert res.returncode == 0, res.stderr[-3000:]
-    assert elapsed < 60, f"smoke took {elapsed:.1f} s"
+    stages = [l for l in res.stderr.splitlines() if l.startswith(("completed in", "report:", "W&B:"))]
+    assert elapsed < 60, f"smoke took {elapsed:.1f} s: " + " | ".join(stages)
     lines = [json.loads(l) for l in (tmp_path / "run" / "results.jsonl").read_text().splitlines()]
     header, records = lines[0], lines[1:]
     assert header["type"] == "header" and header["config_hash"] and header["git"] and header["hardware"]["cpu_count"]
@@ -71,3 +76,35 @@ def test_smoke_runs_end_to_end_under_a_minute(tmp_path):
     assert layouts["lightning_hybrid"] == "LLLLLLLS"
     errs = [r for r in records if r["metric"].endswith("_vs_full_rel_err")]
     assert errs and all(r["status"] == "measured" and r["value"] <= 1e-5 for r in errs)
+    # The sinks: a footer, the report (PDF where Chromium is), offline W&B runs by default.
+    footer = json.loads((tmp_path / "run" / "results.jsonl").read_text().splitlines()[-1])
+    assert footer["type"] == "footer" and footer["status"] == "completed"
+    html = (tmp_path / "run" / "report.html").read_text()
+    assert '<table id="decision"' in html and "lightning_hybrid" in html
+    if find_chromium():
+        assert (tmp_path / "run" / "report.pdf").stat().st_size > 10_000
+    else:
+        assert "no PDF: no Chromium found" in res.stderr
+    assert len(list((tmp_path / "run" / "wandb").glob("offline-run-*"))) == 7  # 6 designs + the report
+
+
+@pytest.mark.slow
+def test_ctrl_c_leaves_a_partial_report_and_disabled_wandb_writes_nothing(tmp_path):
+    proc = subprocess.Popen([sys.executable, "-m", "attnbench", "+exp=smoke", "report.pdf=false", "wandb.mode=disabled",
+                             f"hydra.run.dir={tmp_path}/run"], cwd=tmp_path, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    results = tmp_path / "run" / "results.jsonl"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:  # wait for the first design's records, then press Ctrl-C
+        if results.exists() and '"type": "record"' in results.read_text():
+            break
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err[-3000:]
+    lines = [json.loads(l) for l in results.read_text().splitlines()]
+    assert lines[-1]["type"] == "footer" and lines[-1]["status"] == "interrupted"
+    html = (tmp_path / "run" / "report.html").read_text()
+    assert "(interrupted, partial)" in html and "1 run interrupted" in html
+    assert "softmax" in html
+    assert not (tmp_path / "run" / "wandb").exists() and "W&B: disabled" in err

@@ -34,6 +34,10 @@ def test_wheel_contains_configs_and_kernels(tmp_path):
         "attnbench/kernels/softmax/reference.py",
         "attnbench/model/backbone.py",
         "attnbench/__main__.py",
+        "attnbench/report/templates/report.html.j2",
+        "attnbench/report/figures.py",
+        "attnbench/tracking.py",
+        "attnbench/dashboard.py",
     ]:
         assert needed in names, f"{needed} missing from {wheel.name}"
     assert not any(n.startswith(("kernels/", "conf/")) for n in names), "top-level kernels/ or conf/ leaked into the wheel"

@@ -1,0 +1,260 @@
+"""Run directories -> report.html (self-contained) and report.pdf (the same page, printed).
+
+    python -m attnbench report RUN_DIR [RUN_DIR ...] [--out DIR] [--no-pdf]
+    python -m attnbench report --all-experiments        # experiments/<name>/ -> reports/<name>/
+
+Every experiment run ends by calling ``build_report`` on its own run directory (attnbench.cli).
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import json
+import os
+import struct
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable
+
+import pandas as pd
+import yaml
+from jinja2 import Environment, PackageLoader
+
+from attnbench import __version__
+from attnbench.redact import redact
+
+from .claims import judge_all
+from .data import FIGURE_DIR, RunData, fmt_len, is_preset, load
+from .figures import FIGURES, render
+from .pdf import PdfError, html_to_pdf
+from .tables import DECISION_METRICS, decision_table, other_table, presets_table
+
+
+@dataclass
+class ReportResult:
+    html: Path
+    pdf: Path | None
+    pdf_error: str | None
+    figures: dict[str, Path] = field(default_factory=dict)  # id -> PNG of the figures that had records
+    seconds: dict[str, float] = field(default_factory=dict)  # time per stage
+
+
+def environment() -> Environment:
+    return Environment(loader=PackageLoader("attnbench.report", "templates"), autoescape=True,
+                       trim_blocks=False, lstrip_blocks=False, keep_trailing_newline=True)
+
+
+def png_size(png: bytes) -> tuple[int, int]:
+    return struct.unpack(">II", png[16:24])
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    tmp = path.with_name(path.name + ".part")
+    tmp.write_bytes(data)
+    tmp.replace(path)
+
+
+def figures_section(data: RunData, out_dir: Path) -> tuple[list[dict], dict[str, Path]]:
+    fig_dir = out_dir / FIGURE_DIR
+    items, files = [], {}
+    for spec in FIGURES:
+        item = {"id": spec.id, "title": spec.title, "caption": spec.caption, "src": None,
+                "missing": f"No records for this yet (metrics: {', '.join(spec.metrics)})."}
+        try:
+            png = render(spec, data.records)
+        except Exception as ex:  # one broken figure must not cost the whole report
+            png = None
+            item["missing"] = f"Could not draw this figure: {type(ex).__name__}: {ex}"
+        stale = fig_dir / f"{spec.id}.png"
+        if png is None:
+            stale.unlink(missing_ok=True)
+        else:
+            fig_dir.mkdir(parents=True, exist_ok=True)
+            _atomic_write(stale, png)
+            files[spec.id] = stale
+            w, h = png_size(png)
+            item.update(src="data:image/png;base64," + base64.b64encode(png).decode("ascii"),
+                        width=w // 2, height=h // 2)  # 150 dpi PNG shown at 75 px per inch of figure
+        items.append(item)
+    return items, files
+
+
+def _dedupe(items: Iterable[tuple[str, dict]]) -> list[tuple[dict, list[str]]]:
+    """Group equal dicts, keeping which run directories each came from."""
+    seen: dict[str, tuple[dict, list[str]]] = {}
+    for run_dir, obj in items:
+        key = json.dumps(obj, sort_keys=True, default=str)
+        entry = seen.setdefault(key, (obj, []))
+        if run_dir not in entry[1]:
+            entry[1].append(run_dir)
+    return list(seen.values())
+
+
+def configs_section(data: RunData) -> list[dict]:
+    latest: dict[str, dict] = {}
+    for h in data.headers:  # the last (re)start of each run directory holds the config it ran
+        latest[h["run_dir"]] = h
+    out = []
+    for (cfg, run_dirs) in _dedupe((d, {"hash": h.get("config_hash"), "config": h.get("config")}) for d, h in latest.items()):
+        out.append({"hash": cfg["hash"], "run_dirs": run_dirs,
+                    "yaml": yaml.safe_dump(cfg["config"], sort_keys=False, default_flow_style=False, width=100)})
+    return out
+
+
+def environments_section(data: RunData) -> list[dict]:
+    def env(h):
+        return {"git": h.get("git"), "hardware": h.get("hardware"), "versions": h.get("versions")}
+
+    out = []
+    for i, (e, run_dirs) in enumerate(_dedupe((h["run_dir"], env(h)) for h in data.headers)):
+        hw, git, versions = e.get("hardware") or {}, e.get("git") or {}, e.get("versions") or {}
+        items = [("runs", ", ".join(run_dirs)),
+                 ("commit", f"{git.get('commit', 'unknown')}" + (" (uncommitted changes)" if git.get("dirty") else "")),
+                 ("hardware", ", ".join(f"{k}={v}" for k, v in hw.items())),
+                 ("versions", ", ".join(f"{k} {v}" for k, v in versions.items() if v))]
+        device = hw.get("gpu") or hw.get("cpu") or "unknown"
+        out.append({"label": f"environment {i + 1}: {device}", "rows": items})
+    return out
+
+
+def run_states(data: RunData) -> list[dict]:
+    """How each run directory's last (re)start ended, from its footer line."""
+    ended = {f["run_dir"]: f for f in data.footers}
+    last_start = {}
+    for h in data.headers:
+        last_start[h["run_dir"]] = h.get("started", "")
+    states = Counter()
+    for run_dir, started in last_start.items():
+        f = ended.get(run_dir)
+        if f is None or str(f.get("ended", "")) < str(started):
+            states["no end recorded (running, or killed)"] += 1
+        else:
+            states[f.get("status", "unknown")] += 1
+    return [{"text": f"{n} run{'s' if n > 1 else ''} {s}", "bad": s != "completed"} for s, n in sorted(states.items())]
+
+
+def caveats(data: RunData) -> list[str]:
+    df = data.records
+    out = []
+    models = {json.dumps((h.get("config") or {}).get("model"), sort_keys=True) for h in data.headers if h.get("config")}
+    total = df.loc[(df["metric"] == "params/total") & ~is_preset(df), "v"]
+    for m in sorted(models):
+        m = json.loads(m) or {}
+        size = f", {int(total.max()):,} parameters at most" if not total.empty else ""
+        out.append(f"Model scale: d_model {m.get('d_model')}, {m.get('n_layers')} layers, {m.get('n_heads')} heads of "
+                   f"{m.get('head_dim')}, {m.get('n_experts')} experts top-{m.get('top_k_experts')}{size}; the production "
+                   f"models in the claims have 10-460 billion. A verdict from trained models holds at this scale only.")
+    train = sorted(df["train_len"].dropna().unique())
+    if train:
+        out.append(f"Training length: {', '.join(fmt_len(t) for t in train)} tokens; accuracy at longer contexts is "
+                   f"extrapolation.")
+    proj = df[df["status"] == "projected"]
+    if not proj.empty:
+        by = ", ".join(f"{m} ({n})" for m, n in proj["metric"].value_counts().sort_index().items())
+        out.append(f"Projected, not measured: {len(proj)} records from the cost model: {by}. They are drawn hollow, "
+                   f"dashed or hatched and marked with a dagger in tables, never as measurements.")
+    else:
+        out.append("Nothing projected: every number is measured.")
+    for status in ("skipped", "failed"):
+        part = df[df["status"] == status]
+        if not part.empty:
+            notes = Counter(str(n) for n in part["note"].fillna("no reason recorded"))
+            why = "; ".join(f"{n} x {reason}" for reason, n in notes.most_common(6))
+            out.append(f"{status.capitalize()}: {len(part)} records ({why}).")
+    hashes = {h.get("config_hash") for h in data.headers}
+    if len(hashes) > 1:
+        out.append(f"This report merges {len(data.files)} results files with {len(hashes)} different configs: "
+                   f"compare numbers across them with care (see Exact config).")
+    devices = sorted({str(d) for d in df["device"].dropna()})
+    if len(devices) > 1:
+        out.append(f"Devices: {', '.join(devices)}; timings are compared only within one device.")
+    if any((h.get("git") or {}).get("dirty") for h in data.headers):
+        out.append("Some runs were made from a checkout with uncommitted changes (see Environment).")
+    out.append("Lengths: K = 1,024 and M = 1,048,576 tokens (128K = 131,072; 1M = 1,048,576; 4M = 4,194,304).")
+    return out
+
+
+def facts(data: RunData) -> list[tuple[str, str]]:
+    df = data.records
+    counts = df["status"].value_counts()
+    exps = ", ".join(sorted({str(e) for e in df["exp"].dropna()} | {str(h.get("exp")) for h in data.headers}))
+    devices = ", ".join(sorted({str(d) for d in df["device"].dropna()})) or "—"
+    return [("experiments", exps or "—"), ("results files", str(len(data.files))), ("devices", devices),
+            ("records", ", ".join(f"{counts.get(s, 0)} {s}" for s in ("measured", "projected", "skipped", "failed")))]
+
+
+def build_report(paths: Iterable[Path | str], out_dir: Path | str | None = None, *, pdf: bool = True,
+                 pdf_timeout_s: float = 60.0, command: str | None = None, title: str | None = None) -> ReportResult:
+    """Write report.html (and report.pdf) for the records under ``paths`` into ``out_dir``.
+
+    ``out_dir`` defaults to the one run directory given, or the directory the given ones share.
+    """
+    t0 = time.perf_counter()
+    paths = [Path(p) for p in paths]
+    data = load(paths)
+    if out_dir is None:
+        out_dir = paths[0] if len(paths) == 1 else Path(os.path.commonpath([p.resolve() for p in paths]))
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    seconds = {"load": time.perf_counter() - t0}
+
+    t = time.perf_counter()
+    figures, fig_files = figures_section(data, out_dir)
+    seconds["figures"] = time.perf_counter() - t
+
+    t = time.perf_counter()
+    df = data.records
+    shown = set(DECISION_METRICS) | {m for f in FIGURES for m in f.metrics}
+    exps = sorted({str(e) for e in df["exp"].dropna()} | {str(h.get("exp")) for h in data.headers if h.get("exp")})
+    times = [str(x) for x in df["time"].dropna()] + [str(f.get("ended")) for f in data.footers]
+    context = {
+        "title": title or f"attnbench report: {', '.join(exps) or 'no records'}",
+        "version": __version__,
+        "generated": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "last_record": max(times) if times else None,
+        "run_states": run_states(data),
+        "facts": facts(data),
+        "decision": decision_table(df),
+        "presets": presets_table(df),
+        "claims": judge_all(df),
+        "figures": figures,
+        "other": other_table(df, shown),
+        "caveats": caveats(data),
+        "configs": configs_section(data),
+        "environments": environments_section(data),
+        "command": command or "python -m attnbench report " + " ".join(str(p) for p in paths),
+    }
+    html = redact(environment().get_template("report.html.j2").render(**context))
+    html_path = out_dir / "report.html"
+    _atomic_write(html_path, html.encode("utf-8"))
+    seconds["html"] = time.perf_counter() - t
+
+    pdf_path, pdf_error = None, None
+    if pdf:
+        t = time.perf_counter()
+        try:
+            pdf_path = html_to_pdf(html_path, out_dir / "report.pdf", timeout_s=pdf_timeout_s)
+        except PdfError as ex:
+            pdf_error = str(ex)
+        seconds["pdf"] = time.perf_counter() - t
+    seconds["total"] = time.perf_counter() - t0
+    return ReportResult(html_path, pdf_path, pdf_error, fig_files, seconds)
+
+
+def all_experiments(root: Path | str = ".", *, pdf: bool = True) -> list[ReportResult]:
+    """experiments/<name>/ (its results.jsonl files, below it too) -> reports/<name>/report.{html,pdf}."""
+    root = Path(root)
+    results = []
+    for exp_dir in sorted(p for p in (root / "experiments").iterdir() if p.is_dir()):
+        if not any(f for f in exp_dir.rglob("results.jsonl") if "wandb" not in f.parts):
+            continue
+        out = root / "reports" / exp_dir.name
+        results.append(build_report([exp_dir], out, pdf=pdf, command="python -m attnbench report --all-experiments",
+                                    title=f"attnbench report: {exp_dir.name} (recorded reference runs)"))
+    return results
+
+
+__all__ = ["ReportResult", "build_report", "all_experiments"]

@@ -1,0 +1,150 @@
+"""Run directories -> one tidy pandas table of records, plus the runs' headers and footers.
+
+Several run directories (a multirun sweep, a CPU and a GPU run) load into one table; each row
+keeps the run directory it came from. Everything the report and W&B draw comes from here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable
+
+import pandas as pd
+
+from attnbench.results import read_jsonl
+
+# Columns every figure may ask for, present (as None) even when no record carries them.
+COLUMNS = (
+    "exp", "design", "layout", "metric", "value", "unit", "status", "config_hash", "time", "cell", "note",
+    "context_len", "depth", "seed", "backend", "device", "dtype", "task", "hops", "n", "ci_low", "ci_high",
+    "train_len", "scope", "op", "p25_ms", "p75_ms", "preset", "vs", "method", "bracket", "step", "hardware",
+)
+# The designs in the order tables and legends list them; unknown names follow alphabetically.
+DESIGN_ORDER = ("softmax", "lightning", "lightning_hybrid", "sliding_window", "swa_hybrid", "msa")
+LEN_128K, LEN_1M, LEN_4M = 131072, 1048576, 4194304
+FIGURE_DIR = "figures"  # the report's PNGs, beside report.html (W&B logs them as images)
+
+
+@dataclass
+class RunData:
+    records: pd.DataFrame  # one row per record, COLUMNS + run_dir + v (the value as a float, NaN if not a number)
+    headers: list[dict]  # one per (re)start, with run_dir added
+    footers: list[dict]  # one per (re)start that ended through attnbench.cli (completed | interrupted | failed)
+    files: list[Path]
+
+    @property
+    def empty(self) -> bool:
+        return self.records.empty
+
+
+def find_results(paths: Iterable[Path | str]) -> list[Path]:
+    """results.jsonl files: a run directory's own, or every one below a sweep directory."""
+    found: list[Path] = []
+    for p in map(Path, paths):
+        if p.is_file():
+            hits = [p]
+        elif (p / "results.jsonl").is_file():
+            hits = [p / "results.jsonl"]
+        else:
+            hits = sorted(f for f in p.rglob("results.jsonl") if "wandb" not in f.parts)
+        if not hits:
+            raise FileNotFoundError(f"{p}: no results.jsonl here or below")
+        found += [h for h in hits if h not in found]
+    return found
+
+
+def load(paths: Iterable[Path | str]) -> RunData:
+    files = find_results(paths)
+    rows, headers, footers = [], [], []
+    for f in files:
+        run_dir = str(f.parent)
+        for obj in read_jsonl(f):
+            kind = obj.get("type")
+            if kind == "record":
+                rows.append({**obj, "run_dir": run_dir})
+            elif kind == "header":
+                headers.append({**obj, "run_dir": run_dir})
+            elif kind == "footer":
+                footers.append({**obj, "run_dir": run_dir})
+    df = pd.DataFrame(rows)
+    for col in (*COLUMNS, "run_dir"):
+        if col not in df.columns:
+            df[col] = None
+    df = df.astype({c: object for c in df.columns})  # keep ints ints and lists lists
+    df["v"] = pd.to_numeric(df["value"].map(_number), errors="coerce").astype(float)
+    for col in ("context_len", "depth", "hops", "train_len", "seed", "step", "ci_low", "ci_high", "p25_ms", "p75_ms", "n"):
+        df[col] = pd.to_numeric(df[col], errors="coerce")
+    return RunData(df, headers, footers, files)
+
+
+def _number(value):
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return value
+
+
+def metric(df: pd.DataFrame, name: str) -> pd.DataFrame:
+    return df[df["metric"] == name]
+
+
+def pooled(d: pd.DataFrame) -> pd.DataFrame:
+    """Accuracy pooled over depths: where an experiment wrote a depth-less record for a (design,
+    length, task, hops, run, seed), that one alone; elsewhere the per-depth records (averaged by the caller)."""
+    if d.empty:
+        return d
+    keys = ["design", "context_len", "task", "hops", "run_dir", "seed"]
+    key = pd.Series(["|".join(map(str, row)) for row in d[keys].itertuples(index=False)], index=d.index)
+    no_depth = d["depth"].isna()
+    return d[no_depth | ~key.isin(set(key[no_depth]))]
+
+
+def is_preset(df: pd.DataFrame) -> pd.Series:
+    return df["preset"].notna() & (df["preset"].astype(str) != "")
+
+
+def design_order(names: Iterable[str]) -> list[str]:
+    names = {str(n) for n in names if n is not None and not (isinstance(n, float) and pd.isna(n))}
+    known = [d for d in DESIGN_ORDER if d in names]
+    return known + sorted(names - set(known))
+
+
+def designs(df: pd.DataFrame) -> list[str]:
+    """The trained/timed designs of these records (production presets excluded)."""
+    return design_order(df.loc[~is_preset(df), "design"])
+
+
+def varying(df: pd.DataFrame, keys: Iterable[str]) -> list[str]:
+    """Which of ``keys`` take more than one value in ``df`` (they must label series apart)."""
+    return [k for k in keys if df[k].dropna().astype(str).nunique() > 1]
+
+
+def fmt_len(n) -> str:
+    """131072 -> 128K, 1048576 -> 1M, 1536 -> 1.5K, 1000 -> 1000."""
+    if n is None or pd.isna(n):
+        return "—"
+    n = int(n)
+    for unit, size in (("M", 1 << 20), ("K", 1 << 10)):
+        if n >= size and (n * 2) % size == 0:
+            q = n / size
+            return f"{q:g}{unit}"
+    return str(n)
+
+
+def fmt_bytes(n) -> str:
+    if n is None or pd.isna(n):
+        return "—"
+    n = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TiB"
+
+
+def fmt_num(x, digits: int = 3) -> str:
+    if x is None or (isinstance(x, float) and pd.isna(x)):
+        return "—"
+    if isinstance(x, (int,)) or (isinstance(x, float) and x.is_integer() and abs(x) >= 1000):
+        return f"{int(x):,}"
+    return f"{x:.{digits}g}"

@@ -1,0 +1,253 @@
+"""W&B tracking: a run's records -> one W&B run per (experiment, design, seed), grouped by experiment.
+
+Every exp run ends by calling ``log_in_child`` (attnbench.cli): the logging runs in a child
+process killed after ``wandb.timeout_s``, so W&B being absent, offline, slow or failing never
+fails a run nor holds it up longer than that. Offline (the default) writes the runs under
+RUN_DIR/wandb/; ``wandb sync RUN_DIR/wandb/offline-run-*`` uploads them later. The child gets
+no credential from the environment unless mode is online (then only WANDB_API_KEY), and every
+config value it logs passes through ``redact``.
+
+What a W&B run holds (names are stable; dashboards key on them, see attnbench.dashboard):
+  config    the run's full config, plus experiment, design, layout, seed, config_hash, device, commit
+  history   train/loss against train/step; per context length (x: ``context_len``) the mean of
+            niah/acc, multihop/acc, latency/*, memory/*, msa_speedup/*, eval/* over depths, hops, seeds
+  summary   one key per record: ``metric@len=65536,depth=0.5`` (and the mean over depths as
+            ``niah/acc@len=65536``); projected values under ``<metric>_projected``; the plain
+            ``metric`` too where the design has one measured value of it (params/total)
+  tables    ``records`` (all of the design's records), ``niah/heatmap`` (depth x length)
+One more run per experiment, ``<exp>/report`` (job_type report), holds the report's figures as
+images under ``figures/<id>``.
+
+Re-log a run directory by hand:  python -m attnbench.tracking RUN_DIR --mode offline
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from .redact import redact, redact_obj, scrubbed_env
+
+HISTORY_PREFIXES = ("niah", "multihop", "latency", "memory", "msa_speedup", "eval", "crossover")
+COORDS = (("task", "task"), ("context_len", "len"), ("depth", "depth"), ("hops", "hops"), ("op", "op"),
+          ("scope", "scope"), ("preset", "preset"), ("vs", "vs"), ("method", "method"), ("dtype", "dtype"))
+TABLE_COLUMNS = ("metric", "value", "unit", "status", "context_len", "depth", "hops", "task", "step", "note")
+
+
+class Logging:
+    """W&B logging of one run directory, running in a child process (see ``start``)."""
+
+    def __init__(self, run_dir: Path, proc: subprocess.Popen | None, message: str = ""):
+        self.run_dir, self.proc, self.message = run_dir, proc, message
+
+    def wait(self, timeout_s: float) -> str:
+        """Wait at most ``timeout_s`` more; kill the child then. One line saying what happened."""
+        if self.proc is None:
+            return self.message
+        try:
+            out, err = self.proc.communicate(timeout=max(timeout_s, 0.1))
+        except subprocess.TimeoutExpired:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)  # the child and the wandb service it started
+            except ProcessLookupError:
+                pass
+            self.proc.communicate()
+            return (f"W&B: gave up (wandb.timeout_s); the run's records are unaffected; "
+                    f"re-log with `python -m attnbench.tracking {self.run_dir}`")
+        lines = [l for l in out.splitlines() if l.startswith("W&B:")]
+        if self.proc.returncode != 0:
+            tail = " ".join(err.strip().splitlines()[-1:])[:300]
+            return redact(f"W&B: logging failed ({tail or 'exit ' + str(self.proc.returncode)}); "
+                          f"the run's records are unaffected")
+        return redact(lines[-1] if lines else "W&B: done")
+
+
+def start(run_dir: Path, wandb_cfg: dict) -> Logging:
+    """Start logging ``run_dir`` to W&B in a child process (its own session, so it can be killed whole)."""
+    mode = wandb_cfg.get("mode", "offline")
+    if mode == "disabled":
+        return Logging(run_dir, None, "W&B: disabled (wandb.mode=disabled)")
+    env = scrubbed_env(keep=("WANDB_API_KEY",) if mode == "online" else ())
+    env.update(WANDB_SILENT="true", WANDB_CONSOLE="off", WANDB_DISABLE_GIT="true", WANDB_DISABLE_CODE="true")
+    if mode != "online":
+        env["WANDB_MODE"] = "offline"
+    cmd = [sys.executable, "-m", "attnbench.tracking", str(run_dir), "--config", json.dumps(wandb_cfg)]
+    try:
+        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                stdin=subprocess.DEVNULL, start_new_session=True)
+    except OSError as ex:
+        return Logging(run_dir, None, f"W&B: could not start the logging process ({ex}); the run's records are unaffected")
+    return Logging(run_dir, proc)
+
+
+def log_in_child(run_dir: Path, wandb_cfg: dict, timeout_s: float) -> str:
+    """Log ``run_dir`` to W&B in a child process killed after ``timeout_s``; one line saying what happened."""
+    return start(run_dir, wandb_cfg).wait(timeout_s)
+
+
+# ---------------------------------------------------------------- the child
+
+
+def stable_key(metric: str, row: pd.Series, projected: bool = False) -> str:
+    coords = []
+    for col, short in COORDS:
+        v = row.get(col)
+        if v is None or (isinstance(v, float) and math.isnan(v)) or v == "":
+            continue
+        if isinstance(v, float) and v.is_integer():
+            v = int(v)
+        coords.append(f"{short}={v}")
+    name = metric + ("_projected" if projected else "")
+    return name + ("@" + ",".join(coords) if coords else "")
+
+
+def summary_of(g: pd.DataFrame) -> dict:
+    """Stable summary keys of one design's records (means over seeds/repeats with equal coordinates)."""
+    out: dict[str, float] = {}
+    ok = g[g["status"].isin(["measured", "projected"]) & g["v"].notna()]
+    for status, part in ok.groupby("status"):
+        proj = status == "projected"
+        for _, r in part.iterrows():
+            key = stable_key(r["metric"], r, proj)
+            out.setdefault(key, []).append(float(r["v"]))  # type: ignore[arg-type]
+        for name in ("niah/acc", "multihop/acc"):
+            m = part[part["metric"] == name]
+            for length, mm in m.groupby("context_len"):
+                key = f"{name}{'_projected' if proj else ''}@len={int(length)}"
+                out[key] = [float(mm["v"].mean())]  # type: ignore[assignment]
+    summary = {k: sum(v) / len(v) for k, v in out.items()}  # type: ignore[union-attr]
+    for name in ok.loc[ok["status"] == "measured", "metric"].unique():  # plain name where it is unambiguous
+        keys = {k for k in summary if k == name or k.startswith(name + "@")}
+        if len(keys) == 1 and name not in summary:
+            summary[name] = summary[keys.pop()]
+    return summary
+
+
+def history_rows(g: pd.DataFrame) -> tuple[list[dict], list[dict]]:
+    """(train rows keyed by train/step, rows keyed by context_len) of one design's records."""
+    train = g[(g["metric"] == "train/loss") & g["step"].notna() & g["v"].notna() & (g["status"] == "measured")]
+    train_rows = [{"train/step": int(step), "train/loss": float(x["v"].mean())} for step, x in train.groupby("step")]
+    per_len = g[g["metric"].str.split("/").str[0].isin(HISTORY_PREFIXES) & g["context_len"].notna()
+                & g["v"].notna() & g["status"].isin(["measured", "projected"])]
+    len_rows = []
+    for length, x in per_len.groupby("context_len"):
+        row = {"context_len": int(length)}
+        for (name, status), y in x.groupby(["metric", "status"]):
+            row[name + ("_projected" if status == "projected" else "")] = float(y["v"].mean())
+        len_rows.append(row)
+    return train_rows, len_rows
+
+
+def _table_value(v):
+    if isinstance(v, float) and math.isnan(v):
+        return None
+    return v if isinstance(v, (int, float, str, bool)) or v is None else json.dumps(v)
+
+
+def log_runs(paths: list[Path], wcfg: dict) -> list[str]:
+    import wandb
+
+    from .report.data import FIGURE_DIR, load
+
+    data = load(paths)
+    df = data.records
+    headers = {h["run_dir"]: h for h in data.headers}
+    settings = wandb.Settings(console="off", x_disable_stats=True, x_disable_meta=True, disable_git=True,
+                              save_code=False, silent=True, init_timeout=max(5.0, float(wcfg.get("timeout_s", 20)) / 2))
+    mode = wcfg.get("mode", "offline")
+    written = []
+
+    def init(run_dir: str, exp: str, name: str, job_type: str, config: dict, tags: list[str]):
+        return wandb.init(project=wcfg.get("project") or "attnbench", entity=wcfg.get("entity"), mode=mode,
+                          group=wcfg.get("group") or exp, job_type=job_type, name=name, dir=run_dir,
+                          tags=[t for t in dict.fromkeys([*tags, *(wcfg.get("tags") or [])]) if t][:64],
+                          config=redact_obj(config), settings=settings)
+
+    for (run_dir, exp, design, seed), g in df.groupby(["run_dir", "exp", "design", df["seed"].fillna(-1)], dropna=False):
+        h = headers.get(run_dir, {})
+        seed_txt = "-" if seed == -1 else str(int(seed))
+        layout = next((str(x) for x in g["layout"].dropna() if str(x)), "")
+        config = {**(h.get("config") or {}), "experiment": exp, "design": design, "layout": layout,
+                  "seed": None if seed == -1 else int(seed), "config_hash": h.get("config_hash"),
+                  "device": ",".join(sorted({str(d) for d in g["device"].dropna()})),
+                  "git_commit": (h.get("git") or {}).get("commit"), "hardware": h.get("hardware"),
+                  "run_dir": run_dir}
+        run = init(run_dir, exp, f"{exp}/{design}/seed{seed_txt}", exp, config, [exp, str(design)])
+        run.define_metric("train/step")
+        run.define_metric("train/*", step_metric="train/step")
+        run.define_metric("context_len")
+        for prefix in HISTORY_PREFIXES:
+            run.define_metric(f"{prefix}/*", step_metric="context_len")
+        train_rows, len_rows = history_rows(g)
+        for row in train_rows + len_rows:
+            run.log(row)
+        cols = [c for c in TABLE_COLUMNS]
+        run.log({"records": wandb.Table(columns=cols, data=[[_table_value(r.get(c)) if c != "value" else
+                                                             _table_value(r["v"] if pd.notna(r["v"]) else r["value"])
+                                                             for c in cols] for _, r in g.iterrows()],
+                                                 allow_mixed_types=True)})
+        niah = g[(g["metric"] == "niah/acc") & g["depth"].notna()]
+        if not niah.empty:
+            run.log({"niah/heatmap": wandb.Table(
+                columns=["depth", "context_len", "accuracy", "status"],
+                data=[[float(r["depth"]), int(r["context_len"]), _table_value(r["v"]), r["status"]]
+                      for _, r in niah.iterrows()], allow_mixed_types=True)})
+        summary = summary_of(g)
+        summary["records/measured"] = int((g["status"] == "measured").sum())
+        summary["records/projected"] = int((g["status"] == "projected").sum())
+        summary["records/skipped"] = int((g["status"] == "skipped").sum())
+        summary["records/failed"] = int((g["status"] == "failed").sum())
+        run.summary.update(summary)
+        written.append(run.id)
+        run.finish()
+
+    for run_dir, h in headers.items():  # the report's figures, one run per experiment run directory
+        figs = sorted((Path(run_dir) / FIGURE_DIR).glob("*.png"))
+        if not figs:
+            continue
+        exp = h.get("exp") or "attnbench"
+        run = init(run_dir, exp, f"{exp}/report", "report",
+                   {**(h.get("config") or {}), "experiment": exp, "design": "all", "config_hash": h.get("config_hash"),
+                    "run_dir": run_dir}, [exp, "report"])
+        run.log({f"figures/{f.stem}": wandb.Image(str(f), caption=f.stem) for f in figs})
+        written.append(run.id)
+        run.finish()
+    return written
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m attnbench.tracking", description="Log run directories to W&B.")
+    ap.add_argument("run_dirs", nargs="+", type=Path)
+    ap.add_argument("--config", default="{}", help="the wandb config section as JSON")
+    ap.add_argument("--mode", choices=("offline", "online", "disabled"))
+    args = ap.parse_args(argv)
+    wcfg = json.loads(args.config)
+    if args.mode:
+        wcfg["mode"] = args.mode
+    if wcfg.get("mode") == "disabled":
+        print("W&B: disabled")
+        return 0
+    try:
+        import wandb  # noqa: F401
+    except ImportError:
+        print("W&B: wandb is not installed; nothing logged")
+        return 0
+    ids = log_runs(args.run_dirs, wcfg)
+    where = ", ".join(str(d / "wandb") for d in args.run_dirs)
+    if wcfg.get("mode", "offline") == "online":
+        print(f"W&B: {len(ids)} runs logged online to project {wcfg.get('project')}")
+    else:
+        print(f"W&B: {len(ids)} offline runs in {where}; upload later with `wandb sync {where}/offline-run-*`")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,188 @@
+"""Reports from records: sections, claims, figures' status marks, escaping, merging, the CLI.
+
+The records here are SYNTHETIC TEST FIXTURES (tests/report_fixtures.py), never results.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import matplotlib
+import pandas as pd
+import pytest
+
+from attnbench.report import all_experiments, build_report
+from attnbench.report import claims as claims_mod
+from attnbench.report import figures as F
+from attnbench.report.data import fmt_len, load
+from attnbench.report.tables import decision_table, summarize
+
+from report_fixtures import XSS, write_run
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def fixture_report(tmp_path_factory):
+    """One report from a CPU and a GPU fixture run, built once for the tests that read it."""
+    base = tmp_path_factory.mktemp("fixture")
+    write_run(base / "cpu", description=XSS)
+    write_run(base / "gpu", device="cuda", seed=1)
+    res = build_report([base / "cpu", base / "gpu"], pdf=False)
+    return res, res.html.read_text()
+
+
+def draw(fn, df):
+    with matplotlib.rc_context(F.STYLE):
+        return fn(df)
+
+
+def test_report_has_every_section_in_order(fixture_report):
+    res, html = fixture_report
+    ids = [m for m in re.findall(r'<section id="([a-z]+)"', html)]
+    assert ids == ["summary", "claims", "figures", "other", "caveats", "config", "environment"]
+    assert '<table id="decision"' in html and html.index('id="decision"') < html.index('id="claims"')
+    assert len(re.findall(r'<tr id="claim-C\d">', html)) == 6
+    assert html.count('<img src="data:image/png;base64,') == len(F.FIGURES) == len(res.figures)
+    assert "http://" not in html and "https://" not in html and "<script" not in html  # self-contained, no JS
+    assert "smoke/custom_metric" in html  # a metric no figure knows lands in "other measurements"
+    assert "Projected, not measured" in html
+
+
+def test_config_strings_are_escaped(fixture_report):
+    _, html = fixture_report
+    assert XSS not in html
+    assert "&lt;script&gt;alert(" in html
+
+
+def test_merged_runs_keep_devices_apart(fixture_report, tmp_path):
+    res, html = fixture_report
+    assert "results files:</b> 2" in html and html.count("<h3>environment ") == 2
+    df = load([res.html.parent / "cpu", res.html.parent / "gpu"]).records
+    fig = draw(F.latency, df)
+    titles = {ax.get_title() for ax in fig.axes}
+    assert {"prefill (cpu)", "prefill (cuda)", "decode (cpu)", "decode (cuda)"} <= titles
+
+
+def test_projected_points_are_drawn_hollow_and_dashed(tmp_path):
+    df = load([write_run(tmp_path / "r")]).records
+    fig = draw(F.latency, df)
+    ax = fig.axes[0]
+    dashed = [l for l in ax.lines if l.get_linestyle() == "--" and len(l.get_xdata()) > 1]
+    hollow = [l for l in ax.lines if l.get_marker() not in ("None", "", None) and l.get_markerfacecolor() in ("white", (1, 1, 1, 1))]
+    solid = [l for l in ax.lines if l.get_linestyle() == "-" and l.get_label() == "softmax"]
+    assert dashed and hollow and solid
+    legend_texts = [t.get_text() for a in fig.axes for leg in [*a.artists, a.get_legend()] if leg is not None
+                    and hasattr(leg, "get_texts") for t in leg.get_texts()]
+    assert "projected (cost model)" in legend_texts and "skipped" in legend_texts
+
+
+def test_heatmap_marks_skipped_and_failed_cells(tmp_path):
+    df = load([write_run(tmp_path / "r")]).records
+    fig = draw(F.niah_heatmap, df)
+    texts = [t.get_text() for ax in fig.axes for t in ax.texts]
+    # msa at 2K (5 depths), lightning_hybrid at 4K (one depth-less record: the whole column), swa_hybrid one cell
+    assert texts.count("skipped") == 10 and texts.count("failed") == 1
+
+
+def test_every_section_degrades_without_records(tmp_path):
+    run = tmp_path / "empty"
+    run.mkdir()
+    (run / "results.jsonl").write_text(json.dumps({"type": "header", "exp": "x", "config_hash": "h", "config": {}}) + "\n")
+    res = build_report([run], pdf=False)
+    html = res.html.read_text()
+    assert html.count("No records for this yet") == len(F.FIGURES)
+    assert html.count('class="verdict v-not-measured">not yet measured<') == 6
+    assert "No design records yet" in html and not res.figures
+
+
+def test_pooled_accuracy_is_preferred_over_the_mean_of_depths(tmp_path):
+    df = load([write_run(tmp_path / "r")]).records
+    extra = df[(df["metric"] == "niah/acc") & (df["design"] == "lightning") & (df["context_len"] == 256)].iloc[:1].copy()
+    extra["depth"], extra["v"] = float("nan"), 0.55  # what an experiment writes pooled over all depths
+    table = decision_table(pd.concat([df, extra], ignore_index=True))
+    row = next(r for r in table.rows if r[0].text == "lightning")
+    assert row[3].text == "0.55"  # 256 is the first length column; the per-depth mean would be 0.20
+
+
+def test_summary_never_averages_measured_with_projected():
+    df = pd.DataFrame({"status": ["measured", "projected"], "v": [2.0, 100.0], "note": [None, None]})
+    cell = summarize(df)
+    assert cell.text == "2" and cell.kind == "" and "projected values exist too" in cell.title
+    assert summarize(df[df["status"] == "projected"]).kind == "projected"
+
+
+def test_decision_table_speed_relative_to_softmax(tmp_path):
+    df = load([write_run(tmp_path / "r")]).records
+    table = decision_table(df)
+    labels = [f"{g}|{l}" for g, l in table.columns]
+    row = {labels[i]: c for i, c in enumerate(next(r for r in table.rows if r[0].text == "lightning"))}
+    cell = row["prefill speed vs softmax|128K"]
+    # fixture: softmax 2e-7 L^2 ms, lightning 4e-3 L ms, both projected at 128K
+    assert cell.kind == "projected" and cell.text == f"{2e-7 * 131072 / 4e-3:.2f}x"
+    assert row["NIAH accuracy|2K"].text == "0.10"
+
+
+def test_claim_verdicts_follow_the_records(tmp_path):
+    df = load([write_run(tmp_path / "r")]).records
+    verdicts = {c.id: v for c, v in claims_mod.judge_all(df)}
+    assert verdicts["C1"].verdict == "supported" and verdicts["C1"].projected_only
+    assert verdicts["C2"].verdict == "not supported"  # fixture hybrid: 0.80 at 4x the training length
+    assert verdicts["C3"].verdict == "supported"
+    assert verdicts["C4"].verdict == "supported"  # analytic 4K, measured 32K
+    assert verdicts["C5"].verdict == "supported" and verdicts["C5"].projected_only  # analytic 9x / 14x at 1M
+    measured_only = df[~((df["metric"].str.startswith("msa_speedup")) & (df["status"] == "projected"))]
+    c5 = claims_mod.judge_c5(measured_only)  # fixture measured 2.4x / 3.4x at 256K
+    assert c5.verdict == "not supported" and not c5.projected_only
+    assert verdicts["C6"].verdict == "supported"
+    wrong = df.copy()
+    wrong.loc[wrong["preset"] == "minimax_text_01", "v"] = 81920.0
+    assert claims_mod.judge_c1(wrong).verdict == "not supported"
+    assert all(v.verdict == "not yet measured" for _, v in claims_mod.judge_all(df.iloc[0:0]))
+
+
+def test_claim_quotes_are_verbatim_from_the_seeds():
+    seeds = next((p for p in (ROOT.parent / "shared" / "seeds", ROOT.parents[1] / "shared" / "seeds") if p.is_dir()), None)
+    if seeds is None:
+        pytest.skip("../shared/seeds/ is not beside this checkout")
+    text = " ".join(p.read_text() for p in seeds.glob("*.txt"))
+    for claim in claims_mod.CLAIMS:
+        for quote, _ in claim.quotes:
+            assert quote in text, (claim.id, quote)
+
+
+@pytest.mark.parametrize("n, text", [(131072, "128K"), (1048576, "1M"), (4194304, "4M"), (1536, "1.5K"), (1000, "1000")])
+def test_fmt_len(n, text):
+    assert fmt_len(n) == text
+
+
+def test_report_cli(tmp_path):
+    run = write_run(tmp_path / "run")
+    res = subprocess.run([sys.executable, "-m", "attnbench", "report", str(run), "--no-pdf"], capture_output=True,
+                         text=True, timeout=120, cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert (run / "report.html").exists() and not (run / "report.pdf").exists()
+    bad = subprocess.run([sys.executable, "-m", "attnbench", "report", str(tmp_path / "nope")], capture_output=True,
+                         text=True, timeout=60, cwd=tmp_path)
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1 and "no results.jsonl" in bad.stderr
+
+
+def test_all_experiments_writes_one_report_each(tmp_path):
+    write_run(tmp_path / "experiments" / "alpha" / "cpu", exp="alpha")
+    write_run(tmp_path / "experiments" / "alpha" / "gpu", exp="alpha", device="cuda")
+    (tmp_path / "experiments" / "notes").mkdir()  # no results: no report
+    results = all_experiments(tmp_path, pdf=False)
+    assert [r.html for r in results] == [tmp_path / "reports" / "alpha" / "report.html"]
+    assert "results files:</b> 2" in results[0].html.read_text()
+
+
+def test_every_recorded_experiment_has_its_report_in_the_repo():
+    recorded = sorted(p.name for p in (ROOT / "experiments").iterdir() if any(p.rglob("results.jsonl")))
+    assert "smoke" in recorded
+    for name in recorded:
+        assert (ROOT / "reports" / name / "report.html").is_file(), f"reports/{name}/ is missing: run " \
+                                                                    f"`python -m attnbench report --all-experiments`"

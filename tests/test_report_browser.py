@@ -1,0 +1,83 @@
+"""The report as a reader gets it: the HTML in headless Chromium, the PDF as page images.
+
+Skips (saying why) where Debian's chromium or poppler-utils is missing; CI installs both.
+The records are SYNTHETIC TEST FIXTURES (tests/report_fixtures.py).
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+from matplotlib import image
+
+from attnbench.report import build_report
+from attnbench.report.figures import FIGURES
+from attnbench.report.pdf import find_chromium
+
+from report_fixtures import write_run
+
+needs_chromium = pytest.mark.skipif(find_chromium() is None, reason="no chromium: `apt-get install chromium` (CI installs it)")
+needs_poppler = pytest.mark.skipif(shutil.which("pdftoppm") is None,
+                                   reason="no pdftoppm: `apt-get install poppler-utils` (CI installs it)")
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory):
+    if find_chromium() is None:
+        pytest.skip("no chromium: `apt-get install chromium` (CI installs it)")
+    run = write_run(tmp_path_factory.mktemp("browser") / "run")
+    res = build_report([run], pdf=True)
+    assert res.pdf is not None, res.pdf_error
+    return res
+
+
+@needs_chromium
+def test_html_renders_without_errors_and_every_figure_loads(report, tmp_path):
+    from browser import Page
+
+    with Page() as page:
+        page.open(report.html)
+        images = page.eval("[...document.images].map(i => ({ok: i.complete && i.naturalWidth > 0, alt: i.alt}))")
+        assert len(images) == len(FIGURES) and all(i["ok"] for i in images), images
+        assert page.eval("document.querySelectorAll('table#decision tbody tr').length") == 5
+        assert page.eval("document.querySelectorAll('#claims-table tbody tr').length") == 6
+        summary_top = page.eval("document.querySelector('table#decision').getBoundingClientRect().top")
+        assert summary_top < page.eval("window.innerHeight"), "the decision table is not on the first screen"
+        assert page.errors() == []
+        assert all(u.startswith(("file://", "data:")) for u in page.requests()), page.requests()
+
+        # The same checks catch a broken page: a corrupt figure and a console error.
+        broken = tmp_path / "broken.html"
+        broken.write_text(report.html.read_text().replace("data:image/png;base64,iVBOR", "data:image/png;base64,AAAA", 1)
+                          .replace("</body>", "<script>console.error('broken on purpose')</script></body>"))
+        page.events.clear()
+        page.open(broken)
+        assert not all(page.eval("[...document.images].map(i => i.naturalWidth > 0)"))
+        assert any("broken on purpose" in e for e in page.errors())
+
+
+@needs_chromium
+@needs_poppler
+def test_pdf_pages_are_not_blank(report, tmp_path):
+    subprocess.run(["pdftoppm", "-r", "30", "-png", str(report.pdf), str(tmp_path / "page")], check=True, timeout=120)
+    pages = sorted(tmp_path.glob("page*.png"))
+    assert len(pages) >= 4, pages  # summary, claims, figures, config/environment
+    for p in pages:
+        pixels = image.imread(p)[..., :3]
+        ink = (pixels.mean(axis=2) < 0.9).mean()
+        assert ink > 0.005, f"{p.name} is blank ({ink:.4f} of pixels inked)"
+    if shutil.which("pdftotext"):
+        text = subprocess.run(["pdftotext", str(report.pdf), "-"], capture_output=True, text=True, timeout=60).stdout
+        for needle in ("Summary", "Claims under test", "C6", "Exact config", "Environment", "Caveats"):
+            assert needle in text, needle
+
+
+def test_pdf_fails_soft_without_chromium(tmp_path, monkeypatch):
+    monkeypatch.setenv("ATTNBENCH_CHROMIUM", str(tmp_path / "no-such-chromium"))
+    res = build_report([write_run(tmp_path / "run")], pdf=True)
+    assert res.pdf is None and "Chromium" in res.pdf_error and res.html.exists()
+    assert not (tmp_path / "run" / "report.pdf").exists()
+    assert np.isfinite(res.seconds["total"])

@@ -1,0 +1,123 @@
+"""W&B: offline runs read back from their files, disabled writes none, failures cost bounded time,
+no secret reaches a record, log, report or W&B file; the dashboard builds offline.
+
+Run directories here hold SYNTHETIC TEST FIXTURES (tests/report_fixtures.py), except the CLI
+run, which is a real one-design smoke run.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from attnbench.dashboard import build_workspace
+from attnbench.report import build_report
+from attnbench.tracking import log_in_child
+
+from report_fixtures import write_run
+from wandb_files import read_runs
+
+FAKE_KEY = "fake0wandb0key0" + "7" * 25  # 40 characters, the shape of a real key
+
+
+def test_offline_runs_read_back(tmp_path):
+    run = write_run(tmp_path / "run", exp="fixture")
+    build_report([run], pdf=False)  # figures/ for the report run
+    msg = log_in_child(run, {"mode": "offline", "project": "attnbench", "tags": ["t1"]}, timeout_s=60)
+    assert msg.startswith("W&B: 7 offline runs"), msg  # 5 designs + the presets' pseudo-design + the report
+    runs = {r["name"]: r for r in read_runs(run)}
+    assert set(runs) == {"fixture/softmax/seed0", "fixture/lightning/seed0", "fixture/lightning_hybrid/seed0",
+                         "fixture/swa_hybrid/seed0", "fixture/msa/seed0", "fixture/preset/seed0", "fixture/report"}
+    soft = runs["fixture/softmax/seed0"]
+    assert soft["group"] == "fixture" and "softmax" in soft["tags"] and "t1" in soft["tags"]
+    assert soft["config"]["design"] == "softmax" and soft["config"]["model"]["d_model"] == 64
+    s = soft["summary"]
+    assert s["niah/acc@len=1024"] == pytest.approx(1.0)
+    assert s["niah/acc@task=single,len=1024,depth=0.5"] == pytest.approx(1.0)
+    assert "latency/prefill_ms@len=65536,op=softmax,scope=layer,dtype=bfloat16" in s
+    assert "latency/prefill_ms_projected@len=1048576,op=softmax,scope=layer,dtype=bfloat16" in s
+    assert s["params/total"] == 161000 and s["records/skipped"] == 1
+    assert s["records/_type"] == "table-file" and s["niah/heatmap/_type"] == "table-file"
+    by_len = [h for h in soft["history"] if "context_len" in h]
+    assert any(h.get("niah/acc") == pytest.approx(1.0) and h["context_len"] == 1024 for h in by_len)
+    assert [h["train/loss"] for h in soft["history"] if "train/step" in h][0] == pytest.approx(4.1)
+    report = runs["fixture/report"]
+    assert report["job_type"] == "report" and "figures/latency/_type" in report["summary"]
+
+
+def test_disabled_writes_nothing(tmp_path):
+    run = write_run(tmp_path / "run")
+    assert "disabled" in log_in_child(run, {"mode": "disabled"}, timeout_s=10)
+    assert not (run / "wandb").exists()
+
+
+def test_absent_wandb_is_harmless(tmp_path, monkeypatch):
+    fake = tmp_path / "site" / "wandb"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("raise ImportError('wandb is not installed (test stand-in)')\n")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(fake.parent), os.environ.get("PYTHONPATH", "")]))
+    run = write_run(tmp_path / "run")
+    assert log_in_child(run, {"mode": "offline"}, timeout_s=30) == "W&B: wandb is not installed; nothing logged"
+    assert not (run / "wandb").exists()
+
+
+def test_failing_wandb_is_bounded_and_harmless(tmp_path, monkeypatch):
+    run = write_run(tmp_path / "run")
+    monkeypatch.setenv("WANDB_BASE_URL", "http://127.0.0.1:9")  # nothing listens there
+    monkeypatch.setenv("WANDB_API_KEY", FAKE_KEY)
+    start = time.perf_counter()
+    msg = log_in_child(run, {"mode": "online", "project": "attnbench"}, timeout_s=4)
+    elapsed = time.perf_counter() - start
+    assert elapsed < 8, elapsed
+    assert msg.startswith("W&B: ") and ("gave up" in msg or "failed" in msg), msg
+    assert FAKE_KEY not in msg
+    assert not any(FAKE_KEY.encode() in f.read_bytes() for f in run.rglob("*") if f.is_file())
+
+
+@pytest.mark.slow
+def test_no_secret_reaches_records_logs_reports_or_wandb(tmp_path):
+    """A real run with a key in the environment, and a config that even interpolates it."""
+    env = {**os.environ, "WANDB_API_KEY": FAKE_KEY, "HF_TOKEN": "hf_" + "x" * 30}
+    run = tmp_path / "run"
+    res = subprocess.run([sys.executable, "-m", "attnbench", "+exp=smoke", "design=softmax",
+                          "exp.description=${oc.env:WANDB_API_KEY}", f"hydra.run.dir={run}"],
+                         capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env)
+    assert res.returncode == 0, res.stderr[-3000:]
+    files = [f for f in run.rglob("*") if f.is_file()]
+    assert {"results.jsonl", "report.html", "cli.log"} <= {f.name for f in files}
+    assert any(f.suffix == ".wandb" for f in files), "no offline W&B run was written"
+    for secret in (FAKE_KEY, env["HF_TOKEN"]):
+        assert secret not in res.stdout + res.stderr
+        leaked = [str(f) for f in files if secret.encode() in f.read_bytes()]
+        assert not leaked, leaked
+    assert "***redacted***" in (run / "results.jsonl").read_text()  # the interpolated key was caught
+
+
+def test_dashboard_builds_offline():
+    w = build_workspace("my-team", "attnbench", exp="needle_4m")
+    names = [s.name for s in w.sections]
+    assert names[:5] == ["Needle in a haystack", "Multi-hop", "Latency", "Memory", "MSA speedup"]
+    panels = [p for s in w.sections for p in s.panels]
+    ys = {y for p in panels for y in (getattr(p, "y", None) or getattr(p, "metrics", None) or [])}
+    assert {"niah/acc", "multihop/acc", "latency/prefill_ms", "latency/decode_ms", "memory/cache_bytes_per_token",
+            "msa_speedup/prefill", "train/loss"} <= ys
+    assert any(getattr(p, "table_name", None) == "niah/heatmap" for p in panels)
+    lines = [p for p in panels if type(p).__name__ == "LinePlot"]
+    assert all(p.groupby.name == "design" for p in lines) and any(p.x == "context_len" and p.log_x for p in lines)
+    assert "needle_4m" in str(w.runset_settings.filters) and w.runset_settings.groupby
+    view = w._to_model()  # serializes to W&B's view spec without a network
+    assert view.spec.section.panel_bank_config.sections[0].name == "Needle in a haystack"
+
+
+def test_dashboard_cli(tmp_path):
+    ok = subprocess.run([sys.executable, "-m", "attnbench", "dashboard", "entity=e", "project=p", "--dry-run"],
+                        capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert ok.returncode == 0 and "LinePlot" in ok.stdout, ok.stderr
+    bad = subprocess.run([sys.executable, "-m", "attnbench", "dashboard", "project=p"], capture_output=True,
+                         text=True, timeout=60, cwd=tmp_path)
+    assert bad.returncode == 2 and "entity=E" in bad.stderr
