@@ -375,6 +375,9 @@ def validate_tasks(cfg) -> None:
     for i, h in enumerate(e.hops):
         if not 1 <= h <= MAX_HOPS:
             raise ConfigError(f"eval.hops[{i}]", h, f"1 .. {MAX_HOPS}")
+    need = e.chains * (max(e.hops, default=0) + 1)
+    if need > min(t.n_keys, t.n_values):
+        raise ConfigError("eval.chains", e.chains, f"chains x (max hops + 1) = {need} must be <= min(task.n_keys, task.n_values) = {min(t.n_keys, t.n_values)}")
     for i, name in enumerate(e.hop_tasks):
         if name not in HOP_TASKS:
             raise ConfigError(f"eval.hop_tasks[{i}]", name, f"one of {', '.join(HOP_TASKS)}")

@@ -157,7 +157,10 @@ def multihop(rng, vocab: Vocab, context_len: int, task: str, hops: int, *, n_cha
     """Chains of `hops` lookups scattered in a haystack, one probe per chain."""
     if task not in HOP_TASKS:
         raise ValueError(f"multi-hop task must be one of {HOP_TASKS}; got {task!r}")
-    symbols = rng.permutation(min(vocab.n_keys, vocab.n_values))[: n_chains * (hops + 1)].reshape(n_chains, hops + 1)
+    n_symbols = min(vocab.n_keys, vocab.n_values)
+    if n_chains * (hops + 1) > n_symbols:
+        raise ValueError(f"{n_chains} chains of {hops} hops need {n_chains * (hops + 1)} distinct symbols; the vocabulary has {n_symbols}")
+    symbols = rng.permutation(n_symbols)[: n_chains * (hops + 1)].reshape(n_chains, hops + 1)
     pairs, probes = [], []
     for chain in symbols:
         if task == "vartrack":  # x1 = v (a value), x_{i+1} = x_i; the query names v
