@@ -10,6 +10,8 @@ import importlib
 
 EXPERIMENTS = {
     "smoke": "attnbench.experiments.smoke",
+    "kernels_cpu": "attnbench.experiments.kernels_cpu",
+    "kernels_gpu": "attnbench.experiments.kernels_gpu",
 }
 
 
