@@ -35,6 +35,7 @@ METRICS = {
     "latency/decode_ms": "ms; context_len (cache length), scope, op, backend, p25_ms, p75_ms, n",
     "latency/fwd_bwd_ms": "ms; context_len, scope (op), op, backend, dtype, p25_ms, p75_ms, n (forward + backward)",
     "kernels/speedup": "x (baseline_ms / op_ms, same process); context_len, op, backend, baseline, phase (fwd|fwd_bwd)",
+    "kernels/compile_s": "s; op, backend, context_len (first call of a compiled baseline: compile + one run)",
     "kernels/check_err": "max abs error vs the truth; op, backend, dtype, context_len, tensor (o|dq|...), bound, torch_err",
     "memory/cache_bytes_per_token": "bytes; dtype, preset (production presets) or design",
     "memory/fixed_state_bytes": "bytes; dtype",

@@ -76,6 +76,8 @@ def timings(ctx, T: int, dtype: torch.dtype, ops: list[str]) -> None:
         ms = timed(op, "reference", lambda: O.run(op, "reference", x, sh))
         cell.record(op, "kernels/speedup", sdpa_ms / ms, "x", op=op, backend="reference", baseline="sdpa",
                     phase="fwd", loadavg=load_before, **common)
+        if op == "sliding_window" and "flex" in cfg.kernels.baselines:
+            flex(ctx, cell, x, sh, sdpa_ms, timed, common, load_before)
         if op == "msa":  # the two parts alone
             import attnbench.kernels as K
 
@@ -89,15 +91,38 @@ def timings(ctx, T: int, dtype: torch.dtype, ops: list[str]) -> None:
     cell.commit()
 
 
+def flex(ctx, cell, x, sh, sdpa_ms, timed, common, load_before) -> None:
+    """Compiled FlexAttention with a sliding-window block mask: forward only (no CPU backward)."""
+    import time
+
+    start = time.perf_counter()
+    try:
+        with torch.no_grad():
+            fn, _ = O.baseline("flex", "sliding_window", x, sh)  # compiles (first call)
+    except Exception as ex:  # noqa: BLE001 - torch.compile can fail in many ways
+        cell.record("sliding_window", "latency/prefill_ms", None, "ms", "skipped", op="sliding_window",
+                    backend="flex", note=f"{type(ex).__name__}: {ex}"[:300], **common)
+        return
+    cell.record("sliding_window", "kernels/compile_s", time.perf_counter() - start, "s", op="sliding_window",
+                backend="flex", **common)
+    ms = timed("sliding_window", "flex", fn)
+    cell.record("sliding_window", "kernels/speedup", sdpa_ms / ms, "x", op="sliding_window", backend="flex",
+                baseline="sdpa", phase="fwd", loadavg=load_before, **common)
+
+
+def _column(r: dict) -> str:
+    return f"{r['op']} (flex)" if r.get("backend") == "flex" else r["op"]
+
+
 def summary(ctx) -> str:
     """A markdown table of this run directory's timings: ms and speedup over causal SDPA."""
     from attnbench.results import load_records
 
     recs = [r for r in load_records([ctx.recorder.path]) if r["status"] == "measured"]
-    ms = {(r["op"], r["context_len"]): r for r in recs if r["metric"] == "latency/prefill_ms"}
+    ms = {(_column(r), r["context_len"]): r for r in recs if r["metric"] == "latency/prefill_ms"}
     lengths = sorted({T for _, T in ms})
-    ops = ["softmax"] + [op for op in ("lightning", "sliding_window", "msa", "msa_select", "msa_attn")
-                         if any(o == op for o, _ in ms)]
+    ops = ["softmax"] + [op for op in ("lightning", "sliding_window", "sliding_window (flex)", "msa", "msa_select",
+                                       "msa_attn") if any(o == op for o, _ in ms)]
     head = "| T | " + " | ".join(("causal SDPA" if op == "softmax" else op) + " ms (x)" for op in ops) + " | load avg |"
     lines = [head, "|" + "---|" * (len(ops) + 2)]
     for T in lengths:

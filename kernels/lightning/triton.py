@@ -52,7 +52,7 @@ def _states(K, V, DECAY, H0, H_IN, HT, T, N,
             BV: tl.constexpr, HAS_H0: tl.constexpr, UPCAST: tl.constexpr, PREC: tl.constexpr):
     ik = tl.program_id(0)
     iv = tl.program_id(1)
-    bh = tl.program_id(2)
+    bh = tl.program_id(2).to(tl.int64)  # 64-bit offsets
     s = tl.load(DECAY + bh % H)
     dk = ik * BK + tl.arange(0, BK)
     dv = iv * BV + tl.arange(0, BV)
@@ -80,7 +80,7 @@ def _outputs(Q, K, V, DECAY, H_IN, O, T, N,
              BV: tl.constexpr, UPCAST: tl.constexpr, PREC: tl.constexpr):
     n = tl.program_id(0)
     iv = tl.program_id(1)
-    bh = tl.program_id(2)
+    bh = tl.program_id(2).to(tl.int64)  # 64-bit offsets
     s = tl.load(DECAY + bh % H)
     i = tl.arange(0, C)
     t = n * C + i
@@ -112,7 +112,7 @@ def _dstates(Q, DO, DECAY, DHT, DH, DH0, T, N,
              BV: tl.constexpr, HAS_DHT: tl.constexpr, PREC: tl.constexpr):
     ik = tl.program_id(0)
     iv = tl.program_id(1)
-    bh = tl.program_id(2)
+    bh = tl.program_id(2).to(tl.int64)  # 64-bit offsets
     s = tl.load(DECAY + bh % H)
     dk = ik * BK + tl.arange(0, BK)
     dv = iv * BV + tl.arange(0, BV)
@@ -140,7 +140,7 @@ def _grads(Q, K, V, DO, DECAY, H_IN, DH, DQ, DK_, DV_, T, N,
            H: tl.constexpr, DK: tl.constexpr, DV: tl.constexpr, C: tl.constexpr, BDK: tl.constexpr,
            BDV: tl.constexpr, UPCAST: tl.constexpr, PREC: tl.constexpr):
     n = tl.program_id(0)
-    bh = tl.program_id(1)
+    bh = tl.program_id(1).to(tl.int64)  # 64-bit offsets
     s = tl.load(DECAY + bh % H)
     i = tl.arange(0, C)
     t = n * C + i
@@ -184,7 +184,7 @@ def _decode(Q, K, V, DECAY, H0, O, HT,
             H: tl.constexpr, DK: tl.constexpr, DV: tl.constexpr, BDK: tl.constexpr, BV: tl.constexpr,
             HAS_H0: tl.constexpr):
     iv = tl.program_id(0)
-    bh = tl.program_id(1)
+    bh = tl.program_id(1).to(tl.int64)  # 64-bit offsets
     s = tl.load(DECAY + bh % H)
     dk = tl.arange(0, BDK)
     dv = iv * BV + tl.arange(0, BV)

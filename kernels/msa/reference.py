@@ -31,7 +31,7 @@ from ..softmax.reference import causal_mask
 
 SELECT_ROWS = 512  # index-head x query rows per score tile (all G heads of SELECT_ROWS // G queries)
 SELECT_KEYS = 512  # keys per score tile (rounded to whole blocks)
-DENSE_LIMIT = 1 << 22  # T * S up to which msa_attn uses a dense masked SDPA
+DENSE_LIMIT = 1 << 17  # T * S up to which msa_attn uses a dense masked SDPA (the sparse path wins from T ~ 512)
 QUERY_CHUNK = 4096  # queries per local-block pass (bounds its (queries, H, bs) scores)
 
 

@@ -38,7 +38,7 @@ def _select(IQ, IK, VALS, IDX, T, S, OFFSET,
             G: tl.constexpr, DI: tl.constexpr, BLOCK_DI: tl.constexpr, BS: tl.constexpr, BS_PAD: tl.constexpr,
             KSEL: tl.constexpr, KPAD: tl.constexpr, BLOCK_T: tl.constexpr, MEAN: tl.constexpr, UPCAST: tl.constexpr):
     pid = tl.program_id(0)
-    bg = tl.program_id(1)  # b * G + g
+    bg = tl.program_id(1).to(tl.int64)  # b * G + g; 64-bit offsets
     b = bg // G
     t = pid * BLOCK_T + tl.arange(0, BLOCK_T)
     local = (t + OFFSET) // BS  # each query's own block
@@ -79,7 +79,7 @@ def _fwd(Q, K, V, BIDX, O, LSE, qk_scale, T, S, OFFSET,
          H: tl.constexpr, G: tl.constexpr, D: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_H: tl.constexpr,
          BS: tl.constexpr, BS_PAD: tl.constexpr, TOPK: tl.constexpr, UPCAST: tl.constexpr):
     t = tl.program_id(0)
-    bg = tl.program_id(1)
+    bg = tl.program_id(1).to(tl.int64)  # 64-bit offsets
     b = bg // G
     HG: tl.constexpr = H // G
     r = tl.arange(0, BLOCK_H)
@@ -122,7 +122,7 @@ def _bwd_dq(Q, K, V, DO, LSE, DELTA, BIDX, DQ, qk_scale, scale, T, S, OFFSET,
             H: tl.constexpr, G: tl.constexpr, D: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_H: tl.constexpr,
             BS: tl.constexpr, BS_PAD: tl.constexpr, TOPK: tl.constexpr, UPCAST: tl.constexpr):
     t = tl.program_id(0)
-    bg = tl.program_id(1)
+    bg = tl.program_id(1).to(tl.int64)  # 64-bit offsets
     b = bg // G
     HG: tl.constexpr = H // G
     r = tl.arange(0, BLOCK_H)
@@ -162,7 +162,7 @@ def _bwd_dkdv(Q, K, V, DO, LSE, DELTA, PAIR_T, PTR, DK, DV, qk_scale, scale, T, 
               H: tl.constexpr, G: tl.constexpr, D: tl.constexpr, BLOCK_D: tl.constexpr,
               BS: tl.constexpr, BS_PAD: tl.constexpr, BLOCK_P: tl.constexpr, UPCAST: tl.constexpr):
     n = tl.program_id(0)
-    bg = tl.program_id(1)
+    bg = tl.program_id(1).to(tl.int64)  # 64-bit offsets
     b = bg // G
     HG: tl.constexpr = H // G
     lane = tl.arange(0, BS_PAD)

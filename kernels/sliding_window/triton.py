@@ -48,7 +48,7 @@ def _fwd(Q, K, V, O, LSE, qk_scale, T, S, OFFSET, WINDOW,
          H: tl.constexpr, HKV: tl.constexpr, D: tl.constexpr, BLOCK_D: tl.constexpr,
          BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HAS_WINDOW: tl.constexpr, UPCAST: tl.constexpr):
     pid_m = tl.program_id(0)
-    bh = tl.program_id(1)  # b * H + h
+    bh = tl.program_id(1).to(tl.int64)  # b * H + h; 64-bit offsets
     b = bh // H
     hk = (bh % H) // (H // HKV)
     t = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
@@ -98,7 +98,7 @@ def _bwd_dkdv(Q, K, V, DO, LSE, DELTA, DK, DV, qk_scale, scale, T, S, OFFSET, WI
               H: tl.constexpr, HKV: tl.constexpr, D: tl.constexpr, BLOCK_D: tl.constexpr,
               BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HAS_WINDOW: tl.constexpr, UPCAST: tl.constexpr):
     pid_n = tl.program_id(0)
-    bhk = tl.program_id(1)  # b * HKV + hk
+    bhk = tl.program_id(1).to(tl.int64)  # b * HKV + hk; 64-bit offsets
     b = bhk // HKV
     hk = bhk % HKV
     HG: tl.constexpr = H // HKV
@@ -149,7 +149,7 @@ def _bwd_dq(Q, K, V, DO, LSE, DELTA, DQ, qk_scale, scale, T, S, OFFSET, WINDOW,
             H: tl.constexpr, HKV: tl.constexpr, D: tl.constexpr, BLOCK_D: tl.constexpr,
             BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HAS_WINDOW: tl.constexpr, UPCAST: tl.constexpr):
     pid_m = tl.program_id(0)
-    bh = tl.program_id(1)
+    bh = tl.program_id(1).to(tl.int64)  # 64-bit offsets
     b = bh // H
     hk = (bh % H) // (H // HKV)
     t = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
