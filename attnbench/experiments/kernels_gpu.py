@@ -81,14 +81,32 @@ class Run:
     # ------------------------------------------------------------------ checks
 
     def check(self, op: str, T: int, dtype: torch.dtype, grads: bool) -> None:
+        """Check one (op, T, dtype); any exception is recorded ``failed`` (the run goes on)."""
         dt = str(dtype).removeprefix("torch.")
         cell = self.ctx.cell(part="check", op=op, T=T, dtype=dt, grads=grads)
-        key = op
         if self.out_of_time():
             self.record(None, op, "kernels/check_err", None, "abs", "skipped", dtype=dt, context_len=T,
                         note="exp.budget spent")
-            self.passed[key] = False
+            self.passed[op] = False
             return
+        start = time.perf_counter()
+        try:
+            ok = self._check(cell, op, T, dtype, dt, grads)
+        except Exception as ex:  # noqa: BLE001 - a kernel that cannot compile or run is a failed check
+            import traceback
+
+            traceback.print_exc()
+            cell.pending.clear()
+            self.record(cell, op, "kernels/check_err", None, "abs", "failed", backend="triton", dtype=dt,
+                        context_len=T, note=f"{type(ex).__name__}: {ex}"[:500])
+            ok = False
+        for rec in cell.pending:
+            rec["wall_s"] = time.perf_counter() - start
+        cell.commit()
+        self.passed[op] = self.passed.get(op, True) and ok
+        self.free()
+
+    def _check(self, cell, op: str, T: int, dtype: torch.dtype, dt: str, grads: bool) -> bool:
         sh = self.shape(T)
         x = O.make_inputs(op, sh, dtype, self.dev, seed=T)
         ok = True
@@ -135,10 +153,7 @@ class Run:
                         bound=bound, torch_err=torch_err, scale=scale, **common)
             self.ctx.console.print(f"  check {op:<15} {dt:<8} T={T:<7} {name:<12} err {err:.2e} <= {bound:.2e}? "
                                    f"{'ok' if good else 'FAILED'}")
-        cell.commit()
-        self.passed[key] = self.passed.get(key, True) and ok
-        del x, truth_x, results, tensors
-        self.free()
+        return ok
 
     # ------------------------------------------------------------------ timings
 
@@ -196,19 +211,28 @@ class Run:
             fns = {name: (O.with_backward(fn, lv) if grads else fn) for name, (fn, lv) in fns.items()}
             ms = {}
             for name, fn in fns.items():
-                t = self.time_one(fn)
+                try:
+                    t = self.time_one(fn)
+                except Exception as ex:  # noqa: BLE001 - one backend failing leaves the others standing
+                    self.record(cell, op, metric, None, "ms", "failed", backend=name,
+                                note=f"{type(ex).__name__}: {ex}"[:500], **common)
+                    self.free()
+                    continue
                 ms[name] = t.median_ms
                 self.record(cell, op, metric, t.median_ms, "ms", backend=name, p25_ms=t.p25_ms, p75_ms=t.p75_ms,
                             n=t.n, method=t.method, device_name=t.device, **common)
                 self.ctx.console.print(f"  {phase:<7} {op:<15} {dt:<8} T={T:<7} {name:<14} {t.median_ms:9.3f} ms "
                                        f"[{t.p25_ms:.3f}, {t.p75_ms:.3f}] n={t.n}")
             for name, base in ms.items():
-                if not name.startswith("triton"):
+                if not name.startswith("triton") and "triton" in ms:
                     self.record(cell, op, "kernels/speedup", base / ms["triton"], "x", backend="triton", baseline=name,
                                 phase=phase, **common)
-        except torch.cuda.OutOfMemoryError as ex:
+        except Exception as ex:  # noqa: BLE001 - out of memory, a compile error: record it, go on
+            import traceback
+
+            traceback.print_exc()
             cell.pending.clear()
-            self.record(cell, op, metric, None, "ms", "failed", backend="triton", note=f"out of memory: {ex}"[:300],
+            self.record(cell, op, metric, None, "ms", "failed", backend="triton", note=f"{type(ex).__name__}: {ex}"[:500],
                         **common)
         cell.commit()
         self.free()

@@ -15,12 +15,12 @@ O(T * window * D) and memory O(T * D).
 Queries are the last T of S keys (S >= T, chunked prefill): absolute position p = t + S - T.
 Head dims that are not a power of two are padded (masked) to one.
 
-Why not torch.nn.attention.flex_attention with a sliding-window block mask (measured with
-torch 2.13 on the 2-core CPU machine; see experiments/kernels/README.md)? Compiled
-FlexAttention runs the forward on CPU (first call 8-23 s to compile; window 256 at T = 16K
-took 98 ms against 1.2-1.6 s for causal SDPA) but has no CPU backward, and eager
-FlexAttention materialises the full T x S score matrix (14 GB at 16K). On CUDA it is a fair
-alternative; the GPU check (exp kernels_gpu) times it beside this kernel where it compiles.
+Why not torch.nn.attention.flex_attention with a sliding-window block mask? On CPU (torch
+2.13, experiments/kernels/README.md): compiled FlexAttention runs the forward only (no CPU
+backward), slower than the plain-torch reference at every T measured and out of memory at
+64K; eager FlexAttention materialises the full T x S scores. On CUDA it has a backward and is
+a fair alternative: exp kernels_gpu times it beside this kernel, forward and backward, and
+this op should route to it if it is as fast.
 """
 
 from __future__ import annotations
