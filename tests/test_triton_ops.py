@@ -228,6 +228,9 @@ def test_every_op_has_a_triton_kernel_and_auto_stays_on_cpu():
         assert backend.has_triton_kernel(op), op
         assert backend.choose(op, "triton", torch.device("cpu")) == "triton"
         assert backend.choose(op, "auto", torch.device("cpu")) == "reference"
+    cuda = torch.device("cuda")  # choose() only reads the device type: no GPU needed
+    assert {op: backend.choose(op, "auto", cuda) for op in backend.OPS} == {
+        "softmax": "reference", "lightning": "triton", "sliding_window": "triton", "msa": "triton"}
 
 
 def test_triton_without_cuda_or_interpreter_says_so(monkeypatch):
