@@ -18,6 +18,9 @@ DEVICES = ("auto", "cpu", "cuda")
 BACKENDS = ("auto", "reference", "triton")
 INDEX_POOLS = ("max", "mean")
 WANDB_MODES = ("offline", "online", "disabled")
+KERNEL_OPS = ("softmax", "sliding_window", "lightning", "msa")
+KERNEL_DTYPES = ("float32", "float16", "bfloat16")
+KERNEL_BASELINES = ("sdpa", "flash_attn", "flex", "fla", "reference")
 
 
 class ConfigError(ValueError):
@@ -184,6 +187,36 @@ class ReportConfig:
 
 
 @dataclass
+class KernelShapes:
+    """Op shapes of the kernel experiments (kernels_cpu, kernels_gpu)."""
+
+    batch: int = 1
+    heads: int = 8
+    kv_heads: int = 2  # KV heads of softmax / sliding window; index groups of msa
+    head_dim: int = 64
+    lengths: List[int] = field(default_factory=lambda: [1024, 4096, 16384])  # T of the forward timings
+    grad_lengths: List[int] = field(default_factory=list)  # T of the forward + backward timings
+    check_lengths: List[int] = field(default_factory=lambda: [1024])  # T of the checks (forward + backward)
+    check_fwd_lengths: List[int] = field(default_factory=list)  # T of forward-only checks (long T)
+    window: int = 1024  # sliding window
+    block_size: int = 64  # msa
+    top_k: int = 8  # msa
+    index_dim: int = 64  # msa
+
+
+@dataclass
+class KernelsConfig:
+    """exp kernels_cpu (references vs SDPA on CPU) and kernels_gpu (Triton kernels on CUDA)."""
+
+    ops: List[str] = field(default_factory=lambda: ["softmax", "sliding_window", "lightning", "msa"])
+    dtypes: List[str] = field(default_factory=lambda: ["float32"])  # of the timings and checks
+    shapes: KernelShapes = field(default_factory=KernelShapes)
+    dry_run: KernelShapes = field(default_factory=KernelShapes)  # kernels_gpu on device=cpu (interpreter)
+    min_run_time: float = 1.0  # seconds of repeats per timing (CPU; do_bench's rep on CUDA)
+    baselines: List[str] = field(default_factory=lambda: ["sdpa"])  # kernels_gpu: sdpa, flash_attn, flex, fla
+
+
+@dataclass
 class RootConfig:
     exp: ExpConfig = field(default_factory=ExpConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
@@ -191,6 +224,7 @@ class RootConfig:
     task: TaskConfig = field(default_factory=TaskConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
+    kernels: KernelsConfig = field(default_factory=KernelsConfig)
     design: Optional[str] = None  # run only this design of the experiment (sweeps: design=a,b)
     seed: int = 0
     device: str = "auto"  # auto | cpu | cuda
@@ -321,6 +355,7 @@ def validate(cfg) -> None:
         if not value > 0:
             raise ConfigError(key, value, "must be > 0 seconds")
     validate_tasks(cfg)
+    validate_kernels(cfg.kernels)
 
 
 def validate_tasks(cfg) -> None:
@@ -383,6 +418,29 @@ def validate_tasks(cfg) -> None:
             raise ConfigError(f"eval.hop_tasks[{i}]", name, f"one of {', '.join(HOP_TASKS)}")
     if not 0.0 < e.memory_fraction <= 1.0:
         raise ConfigError("eval.memory_fraction", e.memory_fraction, "a fraction in (0, 1]")
+
+
+def validate_kernels(k) -> None:
+    for i, op in enumerate(k.ops):
+        if op not in KERNEL_OPS:
+            raise ConfigError(f"kernels.ops[{i}]", op, f"one of {', '.join(KERNEL_OPS)}")
+    for i, dt in enumerate(k.dtypes):
+        if dt not in KERNEL_DTYPES:
+            raise ConfigError(f"kernels.dtypes[{i}]", dt, f"one of {', '.join(KERNEL_DTYPES)}")
+    for i, b in enumerate(k.baselines):
+        if b not in KERNEL_BASELINES:
+            raise ConfigError(f"kernels.baselines[{i}]", b, f"one of {', '.join(KERNEL_BASELINES)}")
+    if not k.min_run_time > 0:
+        raise ConfigError("kernels.min_run_time", k.min_run_time, "must be > 0 seconds")
+    for part in ("shapes", "dry_run"):
+        sh = k[part]
+        for key in ("batch", "heads", "kv_heads", "head_dim", "window", "block_size", "top_k", "index_dim"):
+            _positive(f"kernels.{part}.{key}", sh[key])
+        if sh.heads % sh.kv_heads:
+            raise ConfigError(f"kernels.{part}.kv_heads", sh.kv_heads, f"must divide kernels.{part}.heads={sh.heads}")
+        for key in ("lengths", "grad_lengths", "check_lengths", "check_fwd_lengths"):
+            for i, n in enumerate(sh[key]):
+                _positive(f"kernels.{part}.{key}[{i}]", n)
 
 
 def selected_designs(cfg) -> list[str]:

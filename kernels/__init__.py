@@ -1,8 +1,11 @@
 """attnbench.kernels: the attention ops every design is built from.
 
-Each op lives in its own folder: ``reference.py`` (plain torch, the truth), ``triton.py``
-(the fast GPU kernel, where one exists) and ``__init__.py`` (the public function, its shape
-docstring, and the call into the one backend switch in ``backend.py``).
+Each op lives in its own folder: ``reference.py`` (plain torch, the truth, and the fast path
+on CPU), ``triton.py`` (the GPU kernels, forward and backward, same signature as the
+reference, queries aligned to the last T of S >= T keys included; on CPU they run only under
+TRITON_INTERPRET=1, for tests) and ``__init__.py`` (the public function, its shape docstring,
+and the call into the one backend switch in ``backend.py``). Helpers every Triton module
+shares are in ``triton_common.py``.
 """
 
 from .backend import BACKENDS, choose, force

@@ -5,7 +5,9 @@ Backends:
   ``triton``     Triton kernels (kernels/<op>/triton.py): for CUDA devices, or the CPU under
                  ``TRITON_INTERPRET=1`` (tests only: ~1 ms per program).
   ``auto``       triton on a CUDA device when the op has a Triton kernel and triton imports,
-                 the reference everywhere else.
+                 the reference everywhere else; except softmax, whose reference (SDPA, i.e.
+                 FlashAttention on CUDA) is the fast path everywhere: its Triton kernel is the
+                 like-for-like baseline of the other kernels, chosen only by name.
 
 The choice is made here and only here; the model never asks "use triton?". Tests and the
 CLI can force a backend for every ``auto`` call with :func:`force` or ``ATTNBENCH_BACKEND``.
@@ -24,6 +26,7 @@ import torch
 
 BACKENDS = ("auto", "reference", "triton")
 OPS = ("softmax", "lightning", "sliding_window", "msa")
+AUTO_TRITON = ("lightning", "sliding_window", "msa")  # ops whose Triton kernel "auto" prefers on CUDA
 
 _forced: str | None = None
 
@@ -65,7 +68,7 @@ def choose(op: str, backend: str, device: torch.device) -> str:
     if backend == "auto":
         backend = _forced or _env_forced() or "auto"
     if backend == "auto":
-        return "triton" if device.type == "cuda" and has_triton_kernel(op) else "reference"
+        return "triton" if device.type == "cuda" and op in AUTO_TRITON and has_triton_kernel(op) else "reference"
     if backend == "triton" and not has_triton_kernel(op):
         raise NotImplementedError(
             f"backend='triton' for op {op!r}: no Triton kernel is available "

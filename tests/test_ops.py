@@ -144,9 +144,9 @@ def test_msa_select(monkeypatch, B, G, T, S, Di, bs, top_k, pool):
 
 
 @pytest.mark.parametrize("B,H,G,T,D,bs,top_k", [(1, 4, 2, 63, 24, 8, 3), (2, 6, 3, 200, 24, 16, 4), (1, 2, 1, 45, 16, 5, 2)])
-@pytest.mark.parametrize("path", ["dense", "block_major"])
+@pytest.mark.parametrize("path", ["dense", "sparse"])
 def test_msa_attn(monkeypatch, B, H, G, T, D, bs, top_k, path):
-    if path == "block_major":
+    if path == "sparse":
         monkeypatch.setattr(msa_ref, "DENSE_LIMIT", 0)
         monkeypatch.setattr(msa_ref, "QUERY_CHUNK", 50)
     q, k, v = rand(B, H, T, D), rand(B, G, T, D, seed=1), rand(B, G, T, D, seed=2)
@@ -158,9 +158,9 @@ def test_msa_attn(monkeypatch, B, H, G, T, D, bs, top_k, path):
         assert_close(gg, gw, what=f"d{name}")
 
 
-@pytest.mark.parametrize("path", ["dense", "block_major"])
+@pytest.mark.parametrize("path", ["dense", "sparse"])
 def test_msa_covering_every_block_is_softmax(monkeypatch, path):
-    if path == "block_major":
+    if path == "sparse":
         monkeypatch.setattr(msa_ref, "DENSE_LIMIT", 0)
     B, H, G, T, D, bs = 2, 4, 2, 200, 24, 16
     q, k, v = rand(B, H, T, D), rand(B, G, T, D, seed=1), rand(B, G, T, D, seed=2)

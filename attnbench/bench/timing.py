@@ -33,7 +33,7 @@ def time_fn(fn: Callable[[], object], device: torch.device, *, min_run_time: flo
         import triton.testing
 
         ms = triton.testing.do_bench(fn, warmup=25, rep=max(100, int(min_run_time * 1000)), return_mode="all")
-        q = statistics.quantiles(ms, n=4) if len(ms) > 1 else [ms[0]] * 3
+        q = statistics.quantiles(ms, n=4, method="inclusive") if len(ms) > 1 else [ms[0]] * 3
         return Timing(statistics.median(ms), q[0], q[2], len(ms), "triton.do_bench", torch.cuda.get_device_name(device))
     import torch.utils.benchmark as benchmark
 
@@ -43,5 +43,5 @@ def time_fn(fn: Callable[[], object], device: torch.device, *, min_run_time: flo
         min_run_time=min_run_time
     )
     times = [t * 1e3 for t in m.times]
-    q = statistics.quantiles(times, n=4) if len(times) > 1 else [times[0]] * 3
+    q = statistics.quantiles(times, n=4, method="inclusive") if len(times) > 1 else [times[0]] * 3
     return Timing(statistics.median(times), q[0], q[2], len(times), "torch.utils.benchmark", "cpu")

@@ -13,6 +13,8 @@ EXPERIMENTS = {
     "train": "attnbench.experiments.train",
     "needle_4m": "attnbench.experiments.needle_4m",
     "multihop": "attnbench.experiments.multihop",
+    "kernels_cpu": "attnbench.experiments.kernels_cpu",
+    "kernels_gpu": "attnbench.experiments.kernels_gpu",
 }
 
 

@@ -1,0 +1,157 @@
+"""exp=kernels_cpu: how much faster than causal SDPA is each plain-torch reference, on this machine?
+
+The references are what every CPU user runs. For each T in kernels.shapes.lengths, in this one
+process: causal SDPA (the baseline, GQA), then lightning, sliding window and msa (selection plus
+attention; the two parts are also timed alone), all forward, fp32, same B / H / Hkv / D. Each
+timing is a median with its spread (attnbench.bench.timing), and every cell records
+os.getloadavg() before and after, because the CPU may be shared.
+
+Correctness first: each op is checked at kernels.shapes.check_lengths against its dense form
+(a T x T mask or decay matrix in float64, attnbench.bench.ops.dense); an op that misses by more
+than CHECK_RTOL of the output's scale is recorded ``failed`` and never timed.
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+
+from attnbench.bench import ops as O
+from attnbench.bench.timing import time_fn
+
+CHECK_RTOL = 1e-4  # fp32 references against the float64 dense truth, relative to max |truth|
+TIMED = ("lightning", "sliding_window", "msa")
+
+
+def design_of(op: str) -> str:
+    """The design an op belongs to (records need one): msa_select and msa_attn are msa's."""
+    return "msa" if op.startswith("msa") else op
+
+
+def shape(cfg, T: int) -> O.Shape:
+    s = cfg.kernels.shapes
+    return O.Shape(s.batch, s.heads, s.kv_heads, T, s.head_dim, s.window, s.block_size, s.top_k, s.index_dim)
+
+
+def check(ctx, op: str, T: int, dtype: torch.dtype) -> bool:
+    sh = shape(ctx.cfg, T)
+    cell = ctx.cell(part="check", op=op, T=T, dtype=str(dtype))
+    x = O.make_inputs(op, sh, dtype, ctx.device)
+    with torch.no_grad():
+        err, scale = O.max_error(O.run(op, "reference", x, sh), O.dense(op, x, sh))
+    ok = err <= CHECK_RTOL * scale
+    cell.record(op, "kernels/check_err", err, "abs", "measured" if ok else "failed", layout="", op=op,
+                backend="reference", dtype=str(dtype).removeprefix("torch."), context_len=T, tensor="o",
+                bound=CHECK_RTOL * scale, note="forward vs the float64 dense form")
+    cell.commit()
+    ctx.console.print(f"  check {op:<15} T={T:<6} err {err:.2e} (scale {scale:.2e}) {'ok' if ok else 'FAILED'}")
+    return ok
+
+
+def timings(ctx, T: int, dtype: torch.dtype, ops: list[str]) -> None:
+    cfg, dev = ctx.cfg, ctx.device
+    sh = shape(cfg, T)
+    cell = ctx.cell(part="time", T=T, dtype=str(dtype), ops=ops)
+    if cell.done:
+        ctx.console.print(f"  T={T}: already recorded in this run directory; skipped")
+        return
+    load_before = os.getloadavg()
+    dt = str(dtype).removeprefix("torch.")
+    common = dict(layout="", scope="op", dtype=dt, context_len=T)
+
+    def timed(name: str, backend: str, fn) -> float:
+        with torch.no_grad():
+            t = time_fn(fn, dev, min_run_time=cfg.kernels.min_run_time)
+        cell.record(design_of(name), "latency/prefill_ms", t.median_ms, "ms",
+                    op=name, backend=backend, p25_ms=t.p25_ms, p75_ms=t.p75_ms, n=t.n, method=t.method,
+                    loadavg=load_before, **common)
+        ctx.console.print(f"  T={T:<6} {name:<15} {backend:<9} {t.median_ms:10.1f} ms  [{t.p25_ms:.1f}, {t.p75_ms:.1f}] n={t.n}")
+        return t.median_ms
+
+    x = O.make_inputs("softmax", sh, dtype, dev)
+    sdpa_ms = timed("softmax", "sdpa", lambda: O.sdpa_causal(x))
+    for op in ops:
+        x = O.make_inputs(op, sh, dtype, dev)
+        ms = timed(op, "reference", lambda: O.run(op, "reference", x, sh))
+        cell.record(op, "kernels/speedup", sdpa_ms / ms, "x", op=op, backend="reference", baseline="sdpa",
+                    phase="fwd", loadavg=load_before, **common)
+        if op == "sliding_window" and "flex" in cfg.kernels.baselines:
+            flex(ctx, cell, x, sh, sdpa_ms, timed, common, load_before)
+        if op == "msa":  # the two parts alone
+            import attnbench.kernels as K
+
+            timed("msa_select", "reference",
+                  lambda: K.msa_select(x["index_q"], x["index_k"], sh.block_size, sh.top_k, backend="reference"))
+            idx = K.msa_select(x["index_q"], x["index_k"], sh.block_size, sh.top_k, backend="reference")
+            timed("msa_attn", "reference", lambda: K.msa_attn(x["q"], x["k"], x["v"], idx, sh.block_size,
+                                                              backend="reference"))
+    for rec in cell.pending:
+        rec["loadavg_after"] = os.getloadavg()
+    cell.commit()
+
+
+def flex(ctx, cell, x, sh, sdpa_ms, timed, common, load_before) -> None:
+    """Compiled FlexAttention with a sliding-window block mask: forward only (no CPU backward)."""
+    import time
+
+    start = time.perf_counter()
+    try:
+        with torch.no_grad():
+            fn, _ = O.baseline("flex", "sliding_window", x, sh)  # compiles (first call)
+    except Exception as ex:  # noqa: BLE001 - torch.compile can fail in many ways
+        cell.record("sliding_window", "latency/prefill_ms", None, "ms", "skipped", op="sliding_window",
+                    backend="flex", note=f"{type(ex).__name__}: {ex}"[:300], **common)
+        return
+    cell.record("sliding_window", "kernels/compile_s", time.perf_counter() - start, "s", op="sliding_window",
+                backend="flex", **common)
+    ms = timed("sliding_window", "flex", fn)
+    cell.record("sliding_window", "kernels/speedup", sdpa_ms / ms, "x", op="sliding_window", backend="flex",
+                baseline="sdpa", phase="fwd", loadavg=load_before, **common)
+
+
+def _column(r: dict) -> str:
+    return f"{r['op']} (flex)" if r.get("backend") == "flex" else r["op"]
+
+
+def summary(ctx) -> str:
+    """A markdown table of this run directory's timings: ms and speedup over causal SDPA."""
+    from attnbench.results import load_records
+
+    recs = [r for r in load_records([ctx.recorder.path]) if r["status"] == "measured"]
+    ms = {(_column(r), r["context_len"]): r for r in recs if r["metric"] == "latency/prefill_ms"}
+    lengths = sorted({T for _, T in ms})
+    ops = ["softmax"] + [op for op in ("lightning", "sliding_window", "sliding_window (flex)", "msa", "msa_select",
+                                       "msa_attn") if any(o == op for o, _ in ms)]
+    head = "| T | " + " | ".join(("causal SDPA" if op == "softmax" else op) + " ms (x)" for op in ops) + " | load avg |"
+    lines = [head, "|" + "---|" * (len(ops) + 2)]
+    for T in lengths:
+        base = ms.get(("softmax", T))
+        cells = []
+        for op in ops:
+            r = ms.get((op, T))
+            if r is None:
+                cells.append("-")
+            elif op == "softmax" or base is None:
+                cells.append(f"{r['value']:.1f}")
+            else:
+                cells.append(f"{r['value']:.1f} ({base['value'] / r['value']:.1f}x)")
+        load = base["loadavg"] if base else None
+        lines.append(f"| {T} | " + " | ".join(cells) + f" | {', '.join(f'{v:.2f}' for v in load) if load else '-'} |")
+    return "\n".join(lines) + "\n"
+
+
+def run(ctx) -> None:
+    kc = ctx.cfg.kernels
+    torch.manual_seed(ctx.cfg.seed)
+    for dt_name in kc.dtypes:
+        dtype = O.DTYPES[dt_name]
+        ok = [op for op in kc.ops if op in TIMED and all(check(ctx, op, T, dtype) for T in kc.shapes.check_lengths)]
+        for op in sorted(set(kc.ops) & set(TIMED) - set(ok)):
+            ctx.record(op, "latency/prefill_ms", None, "ms", "skipped", layout="", op=op, backend="reference",
+                       note="its check against the dense form failed: never timed")
+        for T in kc.shapes.lengths:
+            timings(ctx, T, dtype, ok)
+    text = summary(ctx)
+    (ctx.run_dir / "summary.md").write_text(text)
+    ctx.console.print(text)

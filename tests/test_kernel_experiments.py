@@ -1,0 +1,65 @@
+"""exp kernels_cpu and kernels_gpu end to end, at tiny shapes (kernels_gpu: its CPU dry run,
+the Triton interpreter), through the CLI as a user runs them."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from test_cli import run_cli
+
+OPS = {"softmax", "sliding_window", "lightning", "msa"}
+
+
+def records(run_dir):
+    lines = [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines()]
+    assert lines[0]["type"] == "header"
+    return [r for r in lines if r.get("type") == "record"]
+
+
+def test_kernels_cpu_times_every_reference_against_sdpa(tmp_path):
+    run = tmp_path / "run"
+    res = run_cli("+exp=kernels_cpu", "kernels.shapes.lengths=[256,512]", "kernels.shapes.check_lengths=[300]",
+                  "kernels.shapes.window=64", "kernels.shapes.block_size=16", "kernels.min_run_time=0.05",
+                  "kernels.baselines=[sdpa]",  # FlexAttention's compile (~15 s) is left to the recorded runs
+                  f"hydra.run.dir={run}", cwd=tmp_path, timeout=300)
+    assert res.returncode == 0, res.stderr[-3000:]
+    recs = records(run)
+    checks = [r for r in recs if r["metric"] == "kernels/check_err"]
+    assert {r["op"] for r in checks} == {"lightning", "sliding_window", "msa"}
+    assert all(r["status"] == "measured" and r["value"] <= r["bound"] for r in checks)
+    times = [r for r in recs if r["metric"] == "latency/prefill_ms"]
+    for T in (256, 512):
+        got = {(r["op"], r["backend"]) for r in times if r["context_len"] == T and r["status"] == "measured"}
+        assert got == {("softmax", "sdpa"), ("lightning", "reference"), ("sliding_window", "reference"),
+                       ("msa", "reference"), ("msa_select", "reference"), ("msa_attn", "reference")}
+    for r in times:
+        assert r["p25_ms"] <= r["value"] <= r["p75_ms"] and r["n"] >= 1 and len(r["loadavg"]) == 3, r
+    speed = [r for r in recs if r["metric"] == "kernels/speedup"]
+    assert len(speed) == 6 and all(r["value"] > 0 and r["baseline"] == "sdpa" for r in speed)
+    table = (run / "summary.md").read_text()
+    assert "| 256 |" in table and "| 512 |" in table and "causal SDPA" in table
+
+
+@pytest.mark.slow
+def test_kernels_gpu_dry_run_on_cpu(tmp_path):
+    """The GPU script, complete, on the interpreter: every check passes, every op is timed."""
+    run = tmp_path / "run"
+    # FlexAttention compiles on CPU too, but takes ~10-20 s: the dry run leaves it out.
+    res = run_cli("+exp=kernels_gpu", "device=cpu", "kernels.baselines=[sdpa,flash_attn,fla]",
+                  f"hydra.run.dir={run}", cwd=tmp_path, timeout=600)
+    assert res.returncode == 0, res.stderr[-3000:]
+    recs = records(run)
+    assert all(r.get("dry_run") for r in recs)
+    checks = [r for r in recs if r["metric"] == "kernels/check_err"]
+    assert {r["op"] for r in checks} == OPS | {"msa_select"}
+    assert {r["dtype"] for r in checks} == {"bfloat16", "float16"}
+    assert all(r["status"] == "measured" for r in checks), [r for r in checks if r["status"] != "measured"]
+    assert {r["tensor"] for r in checks if r["op"] == "lightning"} == {"o", "dq", "dk", "dv", "final_state"}
+    for metric in ("latency/prefill_ms", "latency/fwd_bwd_ms"):
+        timed = {r["op"] for r in recs if r["metric"] == metric and r["backend"] == "triton" and r["status"] == "measured"}
+        assert timed == OPS, (metric, timed)
+    skipped = {(r["op"], r["backend"]) for r in recs if r["status"] == "skipped"}
+    assert ("lightning", "flash_attn") in skipped  # no such kernel: said, not silently dropped
+    assert "DRY RUN" in (run / "summary.md").read_text()
