@@ -46,6 +46,7 @@ class DesignConfig:
     index_rope: bool = True  # M: RoPE on the index heads (same fraction as the main heads)
     index_loss_weight: float = 1.0  # M: weight of the index KL loss in training
     n_layers: int = 0  # layers of this design's model (0: model.n_layers), e.g. 16 for LLLLLLLS x 2
+    lightning_heads: int = 0  # L: heads of the lightning layers (0: model.n_heads), same total width
 
 
 @dataclass
@@ -271,6 +272,8 @@ def validate_design(name: str, d, n_layers: int) -> None:
         raise ConfigError(f"{where}.layout", d.layout, f"length must divide the design's layer count {n_layers} (it is tiled)")
     for key in ("window", "block_size", "top_k", "index_dim"):
         _positive(f"{where}.{key}", getattr(d, key))
+    if d.lightning_heads < 0:
+        raise ConfigError(f"{where}.lightning_heads", d.lightning_heads, "must be >= 0 (0: model.n_heads)")
     if d.index_pool not in INDEX_POOLS:
         raise ConfigError(f"{where}.index_pool", d.index_pool, f"one of {', '.join(INDEX_POOLS)}")
 
@@ -325,6 +328,10 @@ def validate(cfg) -> None:
         raise ConfigError("model.rotary_frac", m.rotary_frac, "must be in [0, 1]")
     for name, d in cfg.attention.items():
         validate_design(name, d, m.n_layers)
+        width = m.n_heads * m.head_dim
+        if d.lightning_heads and width % d.lightning_heads:
+            raise ConfigError(f"attention.{name}.lightning_heads", d.lightning_heads,
+                              f"must divide the attention width model.n_heads x model.head_dim = {width}")
     known = sorted(cfg.attention)
     for i, name in enumerate(cfg.exp.designs):
         if name not in cfg.attention:

@@ -34,6 +34,9 @@ from .tasks.batches import IGNORE, Stage, mqar_batch
 from .tasks.vocab import Vocab
 
 FORMAT = 1  # bump when the checkpoint contents or training semantics change
+# Design fields added after FORMAT 1 whose default reproduces the old behaviour: left out of
+# the key while at that default, so checkpoints trained before they existed stay valid.
+ADDED_AT_DEFAULT = {"lightning_heads": 0}
 
 
 def vocab_of(cfg) -> Vocab:
@@ -50,7 +53,8 @@ def checkpoint_key(cfg, design: str) -> str:
     return stable_hash({
         "format": FORMAT,
         "model": OmegaConf.to_container(cfg.model, resolve=True),
-        "design": {k: v for k, v in OmegaConf.to_container(cfg.attention[design], resolve=True).items() if k != "description"},
+        "design": {k: v for k, v in OmegaConf.to_container(cfg.attention[design], resolve=True).items()
+                   if k != "description" and not (k in ADDED_AT_DEFAULT and v == ADDED_AT_DEFAULT[k])},
         "task": OmegaConf.to_container(cfg.task, resolve=True),
         "train": train,
         "seed": cfg.seed,

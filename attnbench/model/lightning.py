@@ -47,7 +47,10 @@ class LinearState:
 class LightningAttention(nn.Module):
     def __init__(self, cfg, design, layer: int):
         super().__init__()
-        self.H, self.D = cfg.n_heads, cfg.head_dim
+        # Heads may differ from the softmax layers' (design.lightning_heads), at the same total
+        # width: the decay spectrum 2^(-8(h+1)/H) depends on H.
+        self.H = getattr(design, "lightning_heads", 0) or cfg.n_heads
+        self.D = cfg.n_heads * cfg.head_dim // self.H
         self.qkv = nn.Linear(cfg.d_model, 3 * self.H * self.D, bias=False)
         self.gate = nn.Linear(cfg.d_model, self.H * self.D, bias=False)
         self.norm = nn.RMSNorm(self.H * self.D, eps=1e-6)
