@@ -78,27 +78,31 @@ def run_grid(ctx, grid: Grid) -> None:
     ctx.console.print("calibrating prefill cost per design ...")
     cal = {name: calibrate(t.model, dev, cfg.eval.chunk, cfg.model.vocab_size) for name, t in models.items()}
 
-    # Plan in a fixed order (short contexts first, designs in the experiment's order) so that
-    # the cells that fit are chosen the same way every time; estimates decide the rest.
+    # Plan in a fixed order so that the cells that fit are chosen the same way every time:
+    # the headline design (the first of exp.designs) at every length first, then the others,
+    # short contexts first. Cells run in the same order, so a late overrun of the estimates
+    # costs the last cells planned, never the headline's.
+    names = list(models)
+    order = [(L, names[0]) for L in lengths] + [(L, n) for L in lengths for n in names[1:]]
     planned, skipped = [], []
     left = budget - (time.perf_counter() - start)
-    for L in lengths:
-        for name in models:
-            for g_i, group in enumerate(grid.groups):
-                passes = len(grid.make(_rng(cfg.seed, L, g_i, 0), min(L, 64), group)) if grid.task == "niah_single" else 1
-                est = cal[name].estimate(L, passes)
-                coords = dict(design=name, context_len=L, **group)
-                if est.bytes > mem_cap:
-                    skipped.append((coords, est, f"needs ~{est.bytes / 2**30:.1f} GiB, more than the {mem_cap / 2**30:.1f} GiB allowed"))
-                    continue
-                cells = [(coords, i, est) for i in range(cfg.eval.haystacks)]
-                total = est.seconds * len(cells)
-                if total > left:
-                    skipped.append((coords, est, f"would take ~{total / 60:.1f} min for {len(cells)} haystacks, "
-                                                 f"more than the {max(0.0, left) / 60:.1f} min left of exp.budget={cfg.exp.budget}"))
-                    continue
-                left -= total
-                planned.extend(cells)
+    for L, name in order:
+        for g_i, group in enumerate(grid.groups):
+            passes = len(grid.make(_rng(cfg.seed, L, g_i, 0), min(L, 64), group)) if grid.task == "niah_single" else 1
+            est = cal[name].estimate(L, passes)
+            coords = dict(design=name, context_len=L, **group)
+            if est.bytes > mem_cap:
+                skipped.append((coords, est, f"needs ~{est.bytes / 2**30:.1f} GiB, more than the {mem_cap / 2**30:.1f} GiB allowed"))
+                continue
+            cells = [(coords, i, est) for i in range(cfg.eval.haystacks)]
+            total = est.seconds * len(cells)
+            if total > left:
+                skipped.append((coords, est, f"would take ~{total / 60:.1f} min for {len(cells)} haystacks, "
+                                             f"more than the {max(0.0, left) / 60:.1f} min left of exp.budget={cfg.exp.budget}"))
+                continue
+            left -= total
+            planned.extend(cells)
+    skipped.sort(key=lambda c: (c[0]["context_len"], names.index(c[0]["design"])))
 
     for coords, est, reason in skipped:
         cell = ctx.cell(**coords, part="skip", budget=cfg.exp.budget, reason=reason)
