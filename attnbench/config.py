@@ -17,6 +17,8 @@ LAYOUT_LETTERS = "SLWM"
 DEVICES = ("auto", "cpu", "cuda")
 BACKENDS = ("auto", "reference", "triton")
 INDEX_POOLS = ("max", "mean")
+DTYPES = ("float32", "bfloat16", "float16", "float8")
+BENCH_SCOPES = ("op", "layer")
 
 
 class ConfigError(ValueError):
@@ -78,9 +80,51 @@ class ExpConfig:
 
 
 @dataclass
+class HardwareConfig:
+    """A roofline profile (conf/hardware/): peak rates from a data sheet, or measured (cpu).
+
+    Predicted time of a piece of work = max(FLOPs / rate, bytes / mem_bandwidth) summed over
+    its kernels, plus launch_s per kernel launch (attnbench.bench.costmodel).
+    """
+
+    name: str = "cpu"
+    description: str = ""
+    flops: Dict[str, float] = field(default_factory=dict)  # dense FLOP/s of large matmuls, by dtype
+    small_matmul_efficiency: float = 1.0  # fraction of `flops` that batched small (<= 128) matmuls reach
+    mem_bandwidth: float = 0.0  # bytes/s, main memory (HBM on a GPU)
+    memory_bytes: float = 0.0  # capacity of one device
+    launch_s: float = 5e-6  # fixed cost per kernel launch (GPU) or torch op dispatch (CPU)
+    calibrate: bool = False  # cpu: measure flops, small_matmul_efficiency, mem_bandwidth, launch_s at run start
+    source: str = ""
+
+
+@dataclass
+class BenchConfig:
+    """What the cost experiments (kv_memory, crossover, msa_speedup) measure and project."""
+
+    prefill_lens: List[int] = field(default_factory=lambda: [256, 1024, 4096, 16384, 65536])
+    decode_lens: List[int] = field(default_factory=lambda: [256, 1024, 4096, 16384, 65536])
+    scopes: List[str] = field(default_factory=lambda: ["op", "layer"])  # time ops alone and whole layers
+    batch: int = 1
+    dtype: str = "float32"  # timing dtype (fp32 on CPU, bf16 on GPU)
+    min_run_time: float = 0.3  # seconds of timing per cell (torch.utils.benchmark)
+    repeats: int = 3  # at least this many timed calls per cell
+    max_call_s: float = 20.0  # skip (recorded) a cell whose predicted single call is longer
+    validate_from: int = 4096  # cost-model error is recorded (and held to max_rel_error) for T >= this
+    max_rel_error: float = 2.0  # predicted/measured must lie in [1/x, x]
+    profiles: List[str] = field(default_factory=lambda: ["h200", "h100", "a100"])  # projections
+    presets: List[str] = field(default_factory=list)  # production presets (attnbench.bench.presets); empty = all
+    memory_dtypes: List[str] = field(default_factory=lambda: ["bfloat16", "float8", "float32"])
+    memory_lens: List[int] = field(default_factory=lambda: [131072, 1048576, 4194304])
+    check_ops: bool = True  # correctness gate: time only ops that match the dense formula first
+
+
+@dataclass
 class RootConfig:
     exp: ExpConfig = field(default_factory=ExpConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
+    hardware: HardwareConfig = field(default_factory=HardwareConfig)
+    bench: BenchConfig = field(default_factory=BenchConfig)
     attention: Dict[str, DesignConfig] = field(default_factory=dict)
     design: Optional[str] = None  # run only this design of the experiment (sweeps: design=a,b)
     seed: int = 0
@@ -169,6 +213,66 @@ def validate(cfg) -> None:
         raise ConfigError("exp.budget", cfg.exp.budget, "a duration such as 90s, 15m, 2h or 1h30m") from None
     for key in ("batch", "seq_len", "prefill_chunk"):
         _positive(f"exp.{key}", getattr(cfg.exp, key))
+    validate_hardware("hardware", cfg.hardware)
+    validate_bench(cfg.bench)
+
+
+def hardware_profiles() -> list[str]:
+    """Names of the profiles in conf/hardware/ (the files shipped with the package)."""
+    from importlib import resources
+
+    folder = resources.files("attnbench.conf").joinpath("hardware")
+    return sorted(p.name[: -len(".yaml")] for p in folder.iterdir() if p.name.endswith(".yaml"))
+
+
+def validate_hardware(where: str, hw) -> None:
+    if not hw.calibrate:
+        if not hw.flops or any(not v or v <= 0 for v in hw.flops.values()):
+            raise ConfigError(f"{where}.flops", dict(hw.flops), "peak FLOP/s > 0 by dtype (or calibrate: true)")
+        if hw.mem_bandwidth <= 0:
+            raise ConfigError(f"{where}.mem_bandwidth", hw.mem_bandwidth, "bytes/s > 0 (or calibrate: true)")
+    bad = sorted(set(hw.flops) - set(DTYPES))
+    if bad:
+        raise ConfigError(f"{where}.flops", bad, f"keys from {', '.join(DTYPES)}")
+    if not 0 < hw.small_matmul_efficiency <= 1:
+        raise ConfigError(f"{where}.small_matmul_efficiency", hw.small_matmul_efficiency, "in (0, 1]")
+    if hw.launch_s < 0:
+        raise ConfigError(f"{where}.launch_s", hw.launch_s, "seconds >= 0")
+
+
+def validate_bench(b) -> None:
+    from attnbench.bench.presets import PRESETS
+
+    for key in ("prefill_lens", "decode_lens", "memory_lens"):
+        values = list(getattr(b, key))
+        if not values:
+            raise ConfigError(f"bench.{key}", values, "at least one context length")
+        for i, n in enumerate(values):
+            _positive(f"bench.{key}[{i}]", n)
+        if values != sorted(set(values)):
+            raise ConfigError(f"bench.{key}", values, "strictly increasing context lengths")
+    for i, s in enumerate(b.scopes):
+        if s not in BENCH_SCOPES:
+            raise ConfigError(f"bench.scopes[{i}]", s, f"one of {', '.join(BENCH_SCOPES)}")
+    for key in ("batch", "repeats", "validate_from"):
+        _positive(f"bench.{key}", getattr(b, key))
+    if b.dtype not in DTYPES[:3]:
+        raise ConfigError("bench.dtype", b.dtype, f"one of {', '.join(DTYPES[:3])} (timing dtype)")
+    for i, d in enumerate(b.memory_dtypes):
+        if d not in DTYPES:
+            raise ConfigError(f"bench.memory_dtypes[{i}]", d, f"one of {', '.join(DTYPES)}")
+    for key in ("min_run_time", "max_call_s"):
+        if not getattr(b, key) > 0:
+            raise ConfigError(f"bench.{key}", getattr(b, key), "seconds > 0")
+    if not b.max_rel_error > 1:
+        raise ConfigError("bench.max_rel_error", b.max_rel_error, "a factor > 1")
+    known = hardware_profiles()
+    for i, name in enumerate(b.profiles):
+        if name not in known:
+            raise ConfigError(f"bench.profiles[{i}]", name, f"one of {', '.join(known)} (conf/hardware/)")
+    for i, name in enumerate(b.presets):
+        if name not in PRESETS:
+            raise ConfigError(f"bench.presets[{i}]", name, f"one of {', '.join(PRESETS)}")
 
 
 def selected_designs(cfg) -> list[str]:
