@@ -92,9 +92,12 @@ class HardwareConfig:
     flops: Dict[str, float] = field(default_factory=dict)  # dense FLOP/s of large matmuls, by dtype
     small_matmul_efficiency: float = 1.0  # fraction of `flops` that batched small (<= 128) matmuls reach
     mem_bandwidth: float = 0.0  # bytes/s, main memory (HBM on a GPU)
+    exp_rate: float = 0.0  # exponentials/s (special-function units); 0 = not a limit
     memory_bytes: float = 0.0  # capacity of one device
     launch_s: float = 5e-6  # fixed cost per kernel launch (GPU) or torch op dispatch (CPU)
-    calibrate: bool = False  # cpu: measure flops, small_matmul_efficiency, mem_bandwidth, launch_s at run start
+    alloc_bandwidth: float = 0.0  # bytes/s of first-touching a fresh big tensor (CPU page faults); 0 = free
+    alloc_min_bytes: float = 4194304.0  # fresh tensors from this size up are first-touched page by page
+    calibrate: bool = False  # cpu: measure flops, small_matmul_efficiency, bandwidths, launch_s at run start
     source: str = ""
 
 
@@ -236,8 +239,9 @@ def validate_hardware(where: str, hw) -> None:
         raise ConfigError(f"{where}.flops", bad, f"keys from {', '.join(DTYPES)}")
     if not 0 < hw.small_matmul_efficiency <= 1:
         raise ConfigError(f"{where}.small_matmul_efficiency", hw.small_matmul_efficiency, "in (0, 1]")
-    if hw.launch_s < 0:
-        raise ConfigError(f"{where}.launch_s", hw.launch_s, "seconds >= 0")
+    for key in ("launch_s", "alloc_bandwidth", "alloc_min_bytes", "exp_rate"):
+        if getattr(hw, key) < 0:
+            raise ConfigError(f"{where}.{key}", getattr(hw, key), "must be >= 0")
 
 
 def validate_bench(b) -> None:
