@@ -95,6 +95,7 @@ class HardwareConfig:
     exp_rate: float = 0.0  # exponentials/s (special-function units); 0 = not a limit
     memory_bytes: float = 0.0  # capacity of one device
     launch_s: float = 5e-6  # fixed cost per kernel launch (GPU) or torch op dispatch (CPU)
+    module_op_s: float = 0.0  # cost per torch op issued from nn.Module code (CPU eager); 0 = launch_s
     alloc_bandwidth: float = 0.0  # bytes/s of first-touching a fresh big tensor (CPU page faults); 0 = free
     alloc_min_bytes: float = 4194304.0  # fresh tensors from this size up are first-touched page by page
     calibrate: bool = False  # cpu: measure flops, small_matmul_efficiency, bandwidths, launch_s at run start
@@ -239,7 +240,7 @@ def validate_hardware(where: str, hw) -> None:
         raise ConfigError(f"{where}.flops", bad, f"keys from {', '.join(DTYPES)}")
     if not 0 < hw.small_matmul_efficiency <= 1:
         raise ConfigError(f"{where}.small_matmul_efficiency", hw.small_matmul_efficiency, "in (0, 1]")
-    for key in ("launch_s", "alloc_bandwidth", "alloc_min_bytes", "exp_rate"):
+    for key in ("launch_s", "module_op_s", "alloc_bandwidth", "alloc_min_bytes", "exp_rate"):
         if getattr(hw, key) < 0:
             raise ConfigError(f"{where}.{key}", getattr(hw, key), "must be >= 0")
 

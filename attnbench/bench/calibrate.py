@@ -6,7 +6,8 @@
     exp_rate                exponentials/s on a cache-resident 64 x 1024 tensor
     alloc_bandwidth         bytes/s of first-touching a fresh 64 MiB tensor (page faults), the
                             fill time of an existing tensor taken off
-    launch_s                seconds of one tiny torch op (dispatch overhead)
+    launch_s                seconds per torch op of a short functional sequence (views, small adds)
+    module_op_s             seconds per torch op of a tiny nn.Module MLP (module call overhead included)
 
 Each is a median of torch.utils.benchmark runs (attnbench.bench.timing), so under a loaded CPU
 the profile is measured under the same load as the timings it predicts.
@@ -49,8 +50,13 @@ def calibrate(base: HardwareConfig, *, min_run_time: float = 0.3) -> tuple[Hardw
     logits, exps = torch.randn(64, 1024), torch.empty(64, 1024)  # cache-resident: the exp units, not memory
     exp_rate = logits.numel() / t(lambda: torch.exp(logits, out=exps))
 
-    tiny = torch.zeros(1)
-    launch = t(lambda: tiny.add_(1.0))
+    tiny = torch.zeros(64)  # what the references issue: views and small elementwise ops
+    launch = t(lambda: tiny.view(8, 8).transpose(0, 1).reshape(64).add(1.0).mul(2.0)) / 5
+
+    mlp = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.GELU(), torch.nn.Linear(8, 8))
+    x8 = torch.randn(1, 8)
+    with torch.no_grad():
+        module_op = t(lambda: mlp(x8)) / dispatches(lambda: mlp(x8))
 
     hw = replace(
         base,
@@ -60,12 +66,30 @@ def calibrate(base: HardwareConfig, *, min_run_time: float = 0.3) -> tuple[Hardw
         exp_rate=exp_rate,
         alloc_bandwidth=alloc,
         launch_s=launch,
+        module_op_s=module_op,
         calibrate=False,
         source=f"measured at run start on {torch.get_num_threads()} torch threads",
     )
     raw = {"matmul_flops": mm, "small_matmul_flops": small, "copy_bandwidth": bandwidth,
-           "fresh_fill_s": fresh, "reused_fill_s": fill, "alloc_bandwidth": alloc, "exp_rate": exp_rate, "tiny_op_s": launch}
+           "fresh_fill_s": fresh, "reused_fill_s": fill, "alloc_bandwidth": alloc, "exp_rate": exp_rate, "torch_op_s": launch,
+           "module_op_s": module_op}
     return hw, raw
+
+
+def dispatches(fn) -> int:
+    """Torch ops (aten calls, views included) that one call of fn issues."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Count(TorchDispatchMode):
+        n = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            Count.n += 1
+            return func(*args, **(kwargs or {}))
+
+    with Count():
+        fn()
+    return Count.n
 
 
 def profile(cfg_hw) -> HardwareConfig:
@@ -86,3 +110,22 @@ def load_profile(name: str) -> HardwareConfig:
 
     text = resources.files("attnbench.conf").joinpath("hardware", f"{name}.yaml").read_text()
     return profile(OmegaConf.create(text))
+
+
+def hardware_for_run(ctx) -> HardwareConfig:
+    """The run's profile (cfg.hardware); a `calibrate: true` profile is measured now on the CPU
+    and each measurement recorded (calibration/<name>)."""
+    hw = profile(ctx.cfg.hardware)
+    if not hw.calibrate:
+        return hw
+    if ctx.device.type != "cpu":
+        raise RuntimeError(f"hardware={hw.name} calibrates the CPU, but the run's device is {ctx.device}: "
+                           "pass hardware=<gpu profile> (conf/hardware/)")
+    hw, raw = calibrate(hw, min_run_time=ctx.cfg.bench.min_run_time)
+    for key, value in raw.items():
+        unit = "s" if key.endswith("_s") else ("FLOP/s" if "flops" in key else ("1/s" if key == "exp_rate" else "bytes/s"))
+        ctx.record("-", f"calibration/{key}", value, unit, "measured", layout="", hardware=hw.name)
+    ctx.console.print(f"  calibrated {hw.name}: matmul {hw.flops['float32'] / 1e9:.0f} GFLOP/s, small x{hw.small_matmul_efficiency:.2f}, "
+                      f"copy {hw.mem_bandwidth / 1e9:.1f} GB/s, page faults {hw.alloc_bandwidth / 1e9:.2f} GB/s, "
+                      f"exp {hw.exp_rate / 1e9:.2f} G/s, op {hw.launch_s * 1e6:.1f} us, module op {hw.module_op_s * 1e6:.1f} us")
+    return hw

@@ -27,7 +27,7 @@ second (softmax; FlashAttention-3's observation that exp, not matmul, can bound 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -51,22 +51,25 @@ class Term:
     kind: str = "mm"  # mm | small | vec
     alloc: float = 0.0  # bytes of fresh output tensors of the reference code (page faults on a CPU)
     alloc_each: float = 0.0  # size of one such tensor: only tensors >= hw.alloc_min_bytes are mapped fresh
+    module_ops: float = 0.0  # torch ops issued from nn.Module code (norms, projections, MoE routing)
 
 
 @dataclass
 class Cost:
     terms: list[Term] = field(default_factory=list)
 
-    def add(self, what: str, flops=0.0, bytes=0.0, launches=0.0, kind="mm", alloc=0.0, alloc_each=0.0) -> "Cost":
-        self.terms.append(Term(what, float(flops), float(bytes), float(launches), kind, float(alloc), float(alloc_each)))
+    def add(self, what: str, flops=0.0, bytes=0.0, launches=0.0, kind="mm", alloc=0.0, alloc_each=0.0,
+            module_ops=0.0) -> "Cost":
+        self.terms.append(Term(what, float(flops), float(bytes), float(launches), kind, float(alloc), float(alloc_each),
+                               float(module_ops)))
         return self
 
     def __add__(self, other: "Cost") -> "Cost":
         return Cost(self.terms + other.terms)
 
     def scaled(self, k: float) -> "Cost":
-        return Cost([Term(t.what, t.flops * k, t.bytes * k, t.launches * k, t.kind, t.alloc * k, t.alloc_each)
-                     for t in self.terms])
+        return Cost([replace(t, flops=t.flops * k, bytes=t.bytes * k, launches=t.launches * k, alloc=t.alloc * k,
+                             module_ops=t.module_ops * k) for t in self.terms])
 
     @property
     def flops(self) -> float:
@@ -88,6 +91,7 @@ class Cost:
         out: dict[str, float] = {}
         for t in self.terms:
             s = max(t.flops / rate[t.kind], t.bytes / hw.mem_bandwidth) + t.launches * hw.launch_s
+            s += t.module_ops * (hw.module_op_s or hw.launch_s)
             if t.alloc and hw.alloc_bandwidth and t.alloc_each >= hw.alloc_min_bytes:
                 s += t.alloc / hw.alloc_bandwidth
             out[t.what] = out.get(t.what, 0.0) + s
@@ -149,7 +153,7 @@ def sliding_window_cost(phase, n, a: Arch, B, e, impl) -> Cost:
     if phase == "decode":
         held = min(n, w)
         kv_heads = H if ref else G
-        return attention(c, "attention", B, H, D, held, e * B * (2 * kv_heads * held * D + 2 * H * D), 8 if ref else 1)
+        return attention(c, "attention", B, H, D, held, e * B * (2 * kv_heads * held * D + 2 * H * D), 17 if ref else 1)
     if not ref:
         return attention(c, "attention", B, H, D, sum_window(n, w) + n * FUSED_TILE / 2, e * B * n * D * (2 * H + 2 * G), 1)
     from attnbench.kernels.sliding_window.reference import query_block
@@ -161,7 +165,7 @@ def sliding_window_cost(phase, n, a: Arch, B, e, impl) -> Cost:
     pairs = float(((t1 - t0) * keys).sum())
     out = B * H * n * D * e  # torch.cat of the block outputs
     attention(c, "attention", B, H, D, pairs, e * B * (2 * H * n * D + 2 * G * D * keys.sum()) + 2 * out,
-              10 * len(t0) + 1, fresh=out)
+              15 * len(t0) + 2, fresh=out)
     return c
 
 
@@ -178,28 +182,34 @@ def lightning_cost(phase, n, a: Arch, B, e, impl) -> Cost:
         return c.add("lightning", flops, io, 1)
     from attnbench.kernels.lightning.reference import CHUNK, SEGMENT
 
-    for start in range(0, T, SEGMENT):
-        L = min(SEGMENT, T - start)
-        C = min(CHUNK, L)
-        N = L // C
-        pieces = [(N, C)] + ([(1, L - N * C)] if L > N * C else [])  # full chunks, then the ragged tail
-        for N_, C_ in pieces:
-            tok = N_ * C_
-            scores = BH * tok * C_ * F32  # (B, H, N, C, C): q k^T, then times the decay mask
-            qd, vd, st = BH * tok * Dk * F32, BH * tok * Dv * F32, N_ * state
-            c.add("q k^T", 2 * BH * tok * C_ * Dk, 2 * qd + scores, 1, kind="small", alloc=scores, alloc_each=scores)
-            c.add("decay mask", 0, 2 * scores, 8, kind="vec", alloc=scores, alloc_each=scores)
-            c.add("scores v", 2 * BH * tok * C_ * Dv, scores + 2 * vd, 1, kind="small", alloc=vd, alloc_each=vd)
-            c.add("k to chunk end", 0, 2 * qd, 4, kind="vec", alloc=qd, alloc_each=qd)
-            c.add("chunk states k^T v", 2 * BH * tok * Dk * Dv, qd + vd + st, 1, kind="small", alloc=st, alloc_each=st)
-            c.add("state scan", 0, 3 * st, 3 * N_ + 2, kind="vec")
-            c.add("stack states", 0, 2 * st, 1, kind="vec", alloc=st, alloc_each=st)
-            c.add("q from chunk start", 0, 2 * qd, 4, kind="vec", alloc=qd, alloc_each=qd)
-            c.add("q S_in", 2 * BH * tok * Dk * Dv, qd + st + vd, 1, kind="small", alloc=vd, alloc_each=vd)
-            c.add("intra + inter", 0, 3 * vd, 1, kind="vec", alloc=vd, alloc_each=vd)
-        if e != F32:  # .float() copies in, .to(dtype) out
-            c.add("casts", 0, BH * L * (2 * Dk + 2 * Dv) * (e + F32), 4, kind="vec")
-    c.add("glue", 0, 0, 6, kind="vec")
+    full, tail = divmod(T, SEGMENT)  # the reference runs SEGMENT tokens at a time
+    for L, times in ((SEGMENT, full), (tail, 1)):
+        if L and times:
+            c = c + _lightning_segment(L, BH, Dk, Dv, e, state, CHUNK).scaled(times)
+    return c.add("glue", 0, 0, 40, kind="vec")  # slicing, reshapes, masks: ~70 torch ops a call in all
+
+
+def _lightning_segment(L, BH, Dk, Dv, e, state, chunk) -> Cost:
+    c = Cost()
+    C = min(chunk, L)
+    N = L // C
+    pieces = [(N, C)] + ([(1, L - N * C)] if L > N * C else [])  # full chunks, then the ragged tail
+    for N_, C_ in pieces:
+        tok = N_ * C_
+        scores = BH * tok * C_ * F32  # (B, H, N, C, C): q k^T, then times the decay mask
+        qd, vd, st = BH * tok * Dk * F32, BH * tok * Dv * F32, N_ * state
+        c.add("q k^T", 2 * BH * tok * C_ * Dk, 2 * qd + scores, 1, kind="small", alloc=scores, alloc_each=scores)
+        c.add("decay mask", 0, 2 * scores, 8, kind="vec", alloc=scores, alloc_each=scores)
+        c.add("scores v", 2 * BH * tok * C_ * Dv, scores + 2 * vd, 1, kind="small", alloc=vd, alloc_each=vd)
+        c.add("k to chunk end", 0, 2 * qd, 4, kind="vec", alloc=qd, alloc_each=qd)
+        c.add("chunk states k^T v", 2 * BH * tok * Dk * Dv, qd + vd + st, 1, kind="small", alloc=st, alloc_each=st)
+        c.add("state scan", 0, 3 * st, 3 * N_ + 2, kind="vec")  # a Python loop: 3 torch ops a chunk
+        c.add("stack states", 0, 2 * st, 1, kind="vec", alloc=st, alloc_each=st)
+        c.add("q from chunk start", 0, 2 * qd, 4, kind="vec", alloc=qd, alloc_each=qd)
+        c.add("q S_in", 2 * BH * tok * Dk * Dv, qd + st + vd, 1, kind="small", alloc=vd, alloc_each=vd)
+        c.add("intra + inter", 0, 3 * vd, 1, kind="vec", alloc=vd, alloc_each=vd)
+    if e != F32:  # .float() copies in, .to(dtype) out
+        c.add("casts", 0, BH * L * (2 * Dk + 2 * Dv) * (e + F32), 4, kind="vec")
     return c
 
 
@@ -209,8 +219,11 @@ def msa_cost(phase, n, a: Arch, B, e, impl) -> Cost:
 
 def selected_pairs(T: int, S: int, bs: int, k: int) -> float:
     """(query, selected block) pairs: the query at position p has min(k, p // bs + 1) blocks."""
-    pos = np.arange(S - T, S)
-    return float(np.minimum(k, pos // bs + 1).sum())
+    def upto(P: int) -> float:  # sum over p < P of min(k, p // bs + 1)
+        m, rem = divmod(P, bs)
+        whole = m * (m + 1) / 2 if m <= k else k * (k + 1) / 2 + (m - k) * k
+        return bs * whole + rem * min(k, m + 1)
+    return upto(S) - upto(S - T)
 
 
 def msa_select_cost(phase, n, a: Arch, B, e, impl) -> Cost:
@@ -231,8 +244,9 @@ def msa_select_cost(phase, n, a: Arch, B, e, impl) -> Cost:
     tiles = float(np.where(n_cand > 0, np.ceil(keys / k_step), 0).sum())
     score_el = float((rows * keys).sum()) * B * G  # token scores, computed tile by tile in fp32
     block_el = float((rows * n_cand).sum()) * B * G  # block scores
-    c.add("index scores", 2 * Di * score_el, 2 * F32 * score_el + e * B * Di * float(keys.sum()), 2 * tiles, kind="small")
-    c.add("top-k", 0, 4 * F32 * block_el, 10 * float((n_cand > 0).sum()) + 4, kind="vec")
+    # torch ops (views included): ~12 a key tile (slice, matmul, unflatten, amax), ~20 a query tile
+    c.add("index scores", 2 * Di * score_el, 2 * F32 * score_el + e * B * Di * float(keys.sum()), 12 * tiles, kind="small")
+    c.add("top-k", 0, 4 * F32 * block_el, 20 * len(t0) + 10, kind="vec")
     return c
 
 
@@ -249,7 +263,7 @@ def msa_attn_cost(phase, n, a: Arch, B, e, impl) -> Cost:
     if T * S <= DENSE_LIMIT:  # token mask + dense masked SDPA over all S keys (no causal skipping)
         nb = -(-S // bs)
         masks = B * G * T * (nb + 1) + 4 * B * G * T * S + B * H * T * S  # bools: scatter, expand, causal, per head
-        c.add("selection mask", 0, 2 * masks, 12, kind="vec")
+        c.add("selection mask", 0, 2 * masks, 23, kind="vec")
         kv_heads = H  # CPU SDPA reads K, V per query head
         return attention(c, "attention", B, H, D, T * S, e * B * (2 * H * T * D + 2 * kv_heads * S * D) + B * H * T * S, 2)
     runs = B * G * math.ceil(T / QUERY_CHUNK)  # Python passes over (batch, group, query chunk)
@@ -258,13 +272,14 @@ def msa_attn_cost(phase, n, a: Arch, B, e, impl) -> Cost:
     qp = pairs * Hg * D * F32  # gathered queries, and the per-pair outputs
     idx = pairs * bs * 8  # (pairs, bs) int64 key positions
     per_run = lambda x: x / runs
-    c.add("gather queries", 0, 2 * qp, 8 * runs, kind="vec", alloc=qp, alloc_each=per_run(qp))
-    c.add("block QK", 2 * Hg * D * bs * pairs, qp + grid + e * B * G * S * D, blocks, kind="mm")
-    c.add("score grids", 0, 20 * grid, 10 * runs, kind="vec", alloc=10 * grid, alloc_each=per_run(grid))
-    c.add("key positions", 0, 6 * idx, 6 * runs, kind="vec", alloc=2 * idx, alloc_each=per_run(idx))
+    # torch ops (views included): ~7 per block matmul (two a block), ~80 per pass
+    c.add("gather queries", 0, 2 * qp, 20 * runs, kind="vec", alloc=qp, alloc_each=per_run(qp))
+    c.add("block QK", 2 * Hg * D * bs * pairs, qp + grid + e * B * G * S * D, 7 * blocks, kind="mm")
+    c.add("score grids", 0, 20 * grid, 30 * runs, kind="vec", alloc=10 * grid, alloc_each=per_run(grid))
+    c.add("key positions", 0, 6 * idx, 15 * runs, kind="vec", alloc=2 * idx, alloc_each=per_run(idx))
     c.add("softmax (exp)", pairs * Hg * bs, 0, 0, kind="exp")
-    c.add("block PV", 2 * Hg * D * bs * pairs, grid + qp + e * B * G * S * D, blocks, kind="mm")
-    c.add("scatter outputs", 0, 4 * qp, 3 * runs, kind="vec", alloc=qp, alloc_each=per_run(qp))
+    c.add("block PV", 2 * Hg * D * bs * pairs, grid + qp + e * B * G * S * D, 7 * blocks, kind="mm")
+    c.add("scatter outputs", 0, 4 * qp, 15 * runs, kind="vec", alloc=qp, alloc_each=per_run(qp))
     return c
 
 
@@ -277,7 +292,7 @@ def dsa_cost(phase, n, a: Arch, B, e, impl) -> Cost:
     Hi, Di, topk, H = a.index_heads, a.index_dim, a.index_topk, a.n_heads
     keys_idx = causal_pairs(T) if phase == "prefill" else S
     c = Cost().add("indexer", 2 * B * Hi * Di * keys_idx, e * B * (T * Hi * Di + S * Di), 2)
-    attended = float(np.minimum(np.arange(S - T, S) + 1, topk).sum())
+    attended = sum_window(S, topk) - sum_window(S - T, topk)  # query at p attends to min(p + 1, topk) tokens
     if phase == "decode":
         per_pair = 2 * H * (a.mla_latent + a.mla_rope) + 2 * H * a.mla_latent
         kv = e * B * attended * (a.mla_latent + a.mla_rope)
@@ -303,6 +318,9 @@ def op_cost(op: str, phase: str, n: int, arch: Arch, *, batch: int = 1, dtype: s
 
 
 # --- layers and whole models ---------------------------------------------------------
+
+
+GLUE_OPS = {"S": 100, "W": 110, "L": 70, "M": 150, "D": 100}  # reference layer: torch ops besides attention and MoE
 
 
 def linear_params(arch: Arch, letter: str, moe: tuple[int, int, int] | None) -> float:
@@ -337,8 +355,12 @@ def layer_cost(letter: str, phase: str, n: int, arch: Arch, *, batch: int = 1, d
         touched = P - K * 2 * arch.d_model * F + min(E, K * batch * T) * 2 * arch.d_model * F
     else:
         touched = P
-    launches = 10 + (3 * moe[0] if moe is not None and impl == "reference" else 0)
-    linear = Cost().add("projections + MoE", 2 * P * batch * T, e * (touched + 8 * batch * T * arch.d_model), launches)
+    module_ops = 0.0
+    if impl == "reference":  # torch ops outside the attention op (counted with a dispatch counter):
+        E, K = (moe[0], moe[1]) if moe is not None else (1, 1)  # norms, projections, RoPE, cache, MoE loop
+        module_ops = GLUE_OPS[letter] + (14 * E if T > 1 else 2 * E + 12 * K)
+    linear = Cost().add("projections + MoE", 2 * P * batch * T, e * (touched + 8 * batch * T * arch.d_model),
+                        0 if impl == "reference" else 10, module_ops=module_ops)
     return op_cost(OPS[letter], phase, n, arch, batch=batch, dtype=dtype, impl=impl) + linear
 
 
@@ -352,6 +374,5 @@ def model_cost(arch: Arch, phase: str, n: int, *, batch: int = 1, dtype: str = "
             one = op_cost(OPS[letter], phase, n, arch, batch=batch, dtype=dtype, impl=impl)
         else:
             one = layer_cost(letter, phase, n, arch, batch=batch, dtype=dtype, impl=impl, moe=moe)
-        total = total + Cost([Term(f"{letter}: {t.what}", t.flops * count, t.bytes * count, t.launches * count,
-                                   t.kind, t.alloc * count, t.alloc_each) for t in one.terms])
+        total = total + Cost([replace(t, what=f"{letter}: {t.what}") for t in one.scaled(count).terms])
     return total

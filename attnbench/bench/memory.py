@@ -17,6 +17,7 @@ from __future__ import annotations
 from .presets import Arch
 
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2, "float8": 1}
+N_MAX = 1 << 40  # lengths searched for a memory crossover
 STATE_DTYPE = "float32"  # lightning state: kept in fp32 (model/lightning.py, MiniMax)
 
 
@@ -65,7 +66,7 @@ def fixed_bytes(arch: Arch, dtype: str = "bfloat16", state_dtype: str = STATE_DT
     return sum(layer_bytes(arch, c, arch.window or 1, dtype, state_dtype) for c in arch.layout if c in "LW")
 
 
-def memory_crossover(arch: Arch, baseline: Arch, dtype: str, n_max: int = 1 << 40) -> int | None:
+def memory_crossover(arch: Arch, baseline: Arch, dtype: str, n_max: int = N_MAX) -> int | None:
     """Smallest n >= 1 with cache_bytes(arch, n) < cache_bytes(baseline, n), or None up to n_max.
 
     Both sides are piecewise linear in n (a window caps W layers), so the answer is found by

@@ -10,6 +10,9 @@ import importlib
 
 EXPERIMENTS = {
     "smoke": "attnbench.experiments.smoke",
+    "kv_memory": "attnbench.experiments.kv_memory",
+    "crossover": "attnbench.experiments.crossover",
+    "msa_speedup": "attnbench.experiments.msa_speedup",
 }
 
 
