@@ -240,7 +240,7 @@ def validate_hardware(where: str, hw) -> None:
         raise ConfigError(f"{where}.flops", bad, f"keys from {', '.join(DTYPES)}")
     if not 0 < hw.small_matmul_efficiency <= 1:
         raise ConfigError(f"{where}.small_matmul_efficiency", hw.small_matmul_efficiency, "in (0, 1]")
-    for key in ("launch_s", "module_op_s", "alloc_bandwidth", "alloc_min_bytes", "exp_rate"):
+    for key in ("mem_bandwidth", "memory_bytes", "launch_s", "module_op_s", "alloc_bandwidth", "alloc_min_bytes", "exp_rate"):
         if getattr(hw, key) < 0:
             raise ConfigError(f"{where}.{key}", getattr(hw, key), "must be >= 0")
 

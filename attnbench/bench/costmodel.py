@@ -45,7 +45,7 @@ F32 = 4
 @dataclass
 class Term:
     what: str
-    flops: float = 0.0
+    flops: float = 0.0  # for kind "exp": the number of exponentials
     bytes: float = 0.0  # moved through main memory
     launches: float = 0.0
     kind: str = "mm"  # mm | small | vec
@@ -73,7 +73,12 @@ class Cost:
 
     @property
     def flops(self) -> float:
-        return sum(t.flops for t in self.terms)
+        """Arithmetic FLOPs (matmuls); exponentials are counted apart (`exps`)."""
+        return sum(t.flops for t in self.terms if t.kind != "exp")
+
+    @property
+    def exps(self) -> float:
+        return sum(t.flops for t in self.terms if t.kind == "exp")
 
     @property
     def bytes(self) -> float:
@@ -255,9 +260,13 @@ def msa_attn_cost(phase, n, a: Arch, B, e, impl) -> Cost:
     T, S = (n, n) if phase == "prefill" else (1, n)
     pairs = B * G * selected_pairs(T, S, bs, k)  # (query, group, block) triples
     c, Hg = Cost(), H // G
-    if impl == "fused":  # KV blocks read once per (query tile, group) that selected them; at most all of KV per tile
-        reads = min(pairs * bs, B * G * S * max(1.0, T / FUSED_TILE)) if phase == "prefill" else pairs * bs
-        return attention(c, "sparse attention", 1, Hg, D, pairs * bs, e * (2 * B * H * T * D + 2 * D * reads), 1)
+    if impl == "fused":
+        if phase == "decode":  # query-outer: each group reads its selected blocks
+            io = e * (2 * B * H * D + 2 * D * bs * pairs)
+        else:  # KV-outer (the MSA paper's kernel): each KV block read once, the queries that chose it
+            # gathered (read) and their partial outputs (fp32, + max and sum) written, then merged
+            io = e * 2 * B * G * S * D + pairs * Hg * (e * D + 2 * (F32 * D + 8)) + e * 2 * B * H * T * D
+        return attention(c, "sparse attention", 1, Hg, D, pairs * bs, io, 1 if phase == "decode" else 2)
     from attnbench.kernels.msa.reference import DENSE_LIMIT, QUERY_CHUNK
 
     if T * S <= DENSE_LIMIT:  # token mask + dense masked SDPA over all S keys (no causal skipping)

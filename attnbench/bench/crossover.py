@@ -37,7 +37,7 @@ def measured(lengths: Sequence[int], cost: Sequence[float], baseline: Sequence[f
     i = int(np.flatnonzero(~cheaper)[-1])  # last length where it is not cheaper
     lo, hi = n[i], n[i + 1]
     frac = r[i] / (r[i] - r[i + 1])  # where log ratio reaches 0 between the two, linear in log n
-    value = float(np.exp(np.log(lo) + frac * (np.log(hi) - np.log(lo))))
+    value = float(np.clip(np.exp(np.log(lo) + frac * (np.log(hi) - np.log(lo))), lo, hi))  # clip: rounding only
     return _result(value, "=", int(lo), int(hi), crossings, "measured")
 
 
