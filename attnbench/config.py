@@ -91,9 +91,11 @@ class HardwareConfig:
     description: str = ""
     flops: Dict[str, float] = field(default_factory=dict)  # dense FLOP/s of large matmuls, by dtype
     small_matmul_efficiency: float = 1.0  # fraction of `flops` that batched small (<= 128) matmuls reach
+    matvec_efficiency: float = 1.0  # fraction of `flops` that one-row products (decode: q . K^T) reach
     mem_bandwidth: float = 0.0  # bytes/s, main memory (HBM on a GPU)
     exp_rate: float = 0.0  # exponentials/s (special-function units); 0 = not a limit
     memory_bytes: float = 0.0  # capacity of one device
+    cache_bytes: float = 0.0  # cache private to one core / SM group that re-reads hit (CPU: L2); 0 = none
     launch_s: float = 5e-6  # fixed cost per kernel launch (GPU) or torch op dispatch (CPU)
     module_op_s: float = 0.0  # cost per torch op issued from nn.Module code (CPU eager); 0 = launch_s
     alloc_bandwidth: float = 0.0  # bytes/s of first-touching a fresh big tensor (CPU page faults); 0 = free
@@ -238,9 +240,10 @@ def validate_hardware(where: str, hw) -> None:
     bad = sorted(set(hw.flops) - set(DTYPES))
     if bad:
         raise ConfigError(f"{where}.flops", bad, f"keys from {', '.join(DTYPES)}")
-    if not 0 < hw.small_matmul_efficiency <= 1:
-        raise ConfigError(f"{where}.small_matmul_efficiency", hw.small_matmul_efficiency, "in (0, 1]")
-    for key in ("mem_bandwidth", "memory_bytes", "launch_s", "module_op_s", "alloc_bandwidth", "alloc_min_bytes", "exp_rate"):
+    for key in ("small_matmul_efficiency", "matvec_efficiency"):
+        if not 0 < getattr(hw, key) <= 1:
+            raise ConfigError(f"{where}.{key}", getattr(hw, key), "in (0, 1]")
+    for key in ("mem_bandwidth", "memory_bytes", "cache_bytes", "launch_s", "module_op_s", "alloc_bandwidth", "alloc_min_bytes", "exp_rate"):
         if getattr(hw, key) < 0:
             raise ConfigError(f"{where}.{key}", getattr(hw, key), "must be >= 0")
 

@@ -106,3 +106,39 @@ def test_gpu_projection_scales_with_the_profile():
     dense = costmodel.model_cost(replace(M3, layout="S" * 60), "decode", 1 << 20, dtype="bfloat16", attention_only=True)
     h200 = load_profile("h200")
     assert dense.seconds(h200, "bfloat16") / m3.seconds(h200, "bfloat16") > 3  # sparse decode reads far less
+
+
+def test_planner_estimates_grow_with_the_work():
+    from attnbench.bench import planner
+    from helpers import compose_cfg
+
+    cfg = compose_cfg(["+exp=crossover"])
+    hw = load_profile("h200")
+    m, sm, msa = cfg.model, cfg.attention["softmax"], cfg.attention["msa"]
+    short = planner.step_seconds(m, sm, hw, batch=8, seq_len=1024, impl="fused")
+    assert planner.step_seconds(m, sm, hw, batch=8, seq_len=4096, impl="fused") > 3 * short
+    assert planner.step_seconds(m, sm, hw, batch=8, seq_len=1024, train=False, impl="fused") == pytest.approx(short / 3)
+    assert planner.decode_seconds(m, msa, hw, n=1 << 16, impl="fused") < planner.decode_seconds(m, sm, hw, n=1 << 16, impl="fused") * 1.5
+    assert planner.cache_bytes(m, sm, n=1000, batch=2) == 2 * 1000 * 8 * 2 * 2 * 64 * 4
+
+
+@pytest.mark.slow
+def test_planner_forward_estimate_is_near_a_measured_forward(one_thread):
+    """The whole-model estimate (layers + head) against a measured forward of the scaled model."""
+    from attnbench.bench import planner
+    from attnbench.model import Model
+    from helpers import compose_cfg
+
+    cfg = compose_cfg(["+exp=crossover", "model.n_layers=2"])
+    idx = torch.randint(cfg.model.vocab_size, (1, 4096))
+    for name in ("softmax", "lightning"):
+        model = Model(cfg.model, cfg.attention[name]).eval()
+        with torch.no_grad():
+            measured = time_fn(lambda: model(idx), CPU, min_run_time=0.2, repeats=3).median_ms / 1e3
+        ratios = []
+        for _ in range(3):
+            hw = calibrate(load_profile("cpu"), min_run_time=0.1)[0]
+            ratios.append(planner.step_seconds(cfg.model, cfg.attention[name], hw, batch=1, seq_len=4096, train=False) / measured)
+            if 1 / 3 <= ratios[-1] <= 3:
+                break
+        assert 1 / 3 <= ratios[-1] <= 3, (name, ratios)

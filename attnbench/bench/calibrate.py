@@ -2,11 +2,13 @@
 
     flops                   fp32 FLOP/s of a 2048^3 matmul (output preallocated)
     small_matmul_efficiency FLOP/s of 512 batched 64x64x64 matmuls, over the above
+    matvec_efficiency       FLOP/s of one 64-d row times 1024 keys (a decode step's q . K^T), over the above
     mem_bandwidth           bytes/s of copying 256 MiB into an existing tensor (read + write)
     exp_rate                exponentials/s on a cache-resident 64 x 1024 tensor
     alloc_bandwidth         bytes/s of first-touching a fresh 64 MiB tensor (page faults), the
                             fill time of an existing tensor taken off
-    launch_s                seconds per torch op of a short functional sequence (views, small adds)
+    launch_s                seconds per torch op of a short functional sequence (views, small ops)
+    cache_bytes             the largest per-core cache (sysfs): re-reads of data that fits there are free
     module_op_s             seconds per torch op of a tiny nn.Module MLP (module call overhead included)
 
 Each is a median of torch.utils.benchmark runs (attnbench.bench.timing), so under a loaded CPU
@@ -38,6 +40,9 @@ def calibrate(base: HardwareConfig, *, min_run_time: float = 0.3) -> tuple[Hardw
     x, y, o = torch.randn(512, 64, 64), torch.randn(512, 64, 64), torch.empty(512, 64, 64)
     small = 2 * 512 * 64**3 / t(lambda: torch.bmm(x, y, out=o))
 
+    row, keys, dots = torch.randn(1, 64), torch.randn(64, 1024), torch.empty(1, 1024)  # one query against keys
+    matvec = 2 * 64 * 1024 / t(lambda: torch.mm(row, keys, out=dots))
+
     src, dst = torch.empty(256 * MiB // 4).fill_(1.0), torch.empty(256 * MiB // 4)
     bandwidth = 2 * src.numel() * 4 / t(lambda: dst.copy_(src))
 
@@ -50,8 +55,9 @@ def calibrate(base: HardwareConfig, *, min_run_time: float = 0.3) -> tuple[Hardw
     logits, exps = torch.randn(64, 1024), torch.empty(64, 1024)  # cache-resident: the exp units, not memory
     exp_rate = logits.numel() / t(lambda: torch.exp(logits, out=exps))
 
-    tiny = torch.zeros(64)  # what the references issue: views and small elementwise ops
-    launch = t(lambda: tiny.view(8, 8).transpose(0, 1).reshape(64).add(1.0).mul(2.0)) / 5
+    tiny = torch.zeros(8, 8)  # what the references issue: views and small ops on small tensors
+    mix = lambda: torch.exp(tiny[:, 1:].unsqueeze(0).transpose(1, 2).reshape(-1, 8)).mul(2.0).sum()
+    launch = t(mix) / dispatches(mix)
 
     mlp = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.GELU(), torch.nn.Linear(8, 8))
     x8 = torch.randn(1, 8)
@@ -62,18 +68,37 @@ def calibrate(base: HardwareConfig, *, min_run_time: float = 0.3) -> tuple[Hardw
         base,
         flops={"float32": mm},
         small_matmul_efficiency=min(1.0, small / mm),
+        matvec_efficiency=min(1.0, matvec / mm),
         mem_bandwidth=bandwidth,
         exp_rate=exp_rate,
         alloc_bandwidth=alloc,
         launch_s=launch,
         module_op_s=module_op,
+        cache_bytes=core_cache_bytes(),
         calibrate=False,
         source=f"measured at run start on {torch.get_num_threads()} torch threads",
     )
-    raw = {"matmul_flops": mm, "small_matmul_flops": small, "copy_bandwidth": bandwidth,
+    raw = {"matmul_flops": mm, "small_matmul_flops": small, "matvec_flops": matvec, "copy_bandwidth": bandwidth,
            "fresh_fill_s": fresh, "reused_fill_s": fill, "alloc_bandwidth": alloc, "exp_rate": exp_rate, "torch_op_s": launch,
            "module_op_s": module_op}
     return hw, raw
+
+
+def core_cache_bytes() -> float:
+    """The largest cache private to one CPU core (L2 on most x86), from sysfs; 1 MiB if unknown."""
+    from pathlib import Path
+
+    best = 0
+    for index in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*"):
+        try:
+            shared = (index / "shared_cpu_list").read_text().strip()
+            size = (index / "size").read_text().strip()
+        except OSError:
+            continue
+        if ("," in shared or "-" in shared) or not size.endswith("K"):
+            continue  # shared between cores
+        best = max(best, int(size[:-1]) * 1024)
+    return float(best or MiB)
 
 
 def dispatches(fn) -> int:

@@ -8,18 +8,21 @@ and two implementations:
                FLOPs of the algorithm, compulsory traffic (inputs and outputs once), 1-2 launches.
                Used for GPU projections and the triton backend.
     reference  the plain-torch code of kernels/<op>/reference.py as written: the same FLOPs
-               plus its intermediate tensors (each written and read), its Python loops (one
-               launch per torch op) and the fresh allocations of big intermediates (page faults
-               on the CPU). The constants are read from those modules, so a changed reference
-               changes the model; tests/test_costmodel.py holds the model to the measured time.
+               plus its intermediate tensors (each written and read), its torch ops (launches:
+               the dispatcher's count, views included) and the fresh allocations of big
+               intermediates (page faults on the CPU). The constants are read from those modules,
+               so a changed reference changes the model; tests/test_costmodel.py holds the counts
+               to the dispatcher's and the predicted times to the measured ones.
 
 A Cost is a list of Terms (kernels or groups of identical kernels). Predicted time:
 
-    sum over terms of  max(flops / rate(kind), bytes / mem_bandwidth) + alloc / alloc_bandwidth
-                       + launches * launch_s
+    sum over terms of  max(flops / rate(kind), bytes / mem_bandwidth)
+                       + launches * launch_s + module_ops * module_op_s
+                       + alloc / alloc_bandwidth   (fresh tensors >= alloc_min_bytes; CPU only)
 
 with rate(mm) = peak FLOP/s of large matmuls (fused attention kernels count as mm),
 rate(small) = peak x small_matmul_efficiency (batched matmuls with a dimension <= 128),
+rate(matvec) = peak x matvec_efficiency (one query row against many keys: decode on a CPU),
 rate(vec) = infinite (elementwise work is bound by its bytes), rate(exp) = exponentials per
 second (softmax; FlashAttention-3's observation that exp, not matmul, can bound attention).
 """
@@ -48,10 +51,12 @@ class Term:
     flops: float = 0.0  # for kind "exp": the number of exponentials
     bytes: float = 0.0  # moved through main memory
     launches: float = 0.0
-    kind: str = "mm"  # mm | small | vec
+    kind: str = "mm"  # mm | small | matvec | vec | exp
     alloc: float = 0.0  # bytes of fresh output tensors of the reference code (page faults on a CPU)
     alloc_each: float = 0.0  # size of one such tensor: only tensors >= hw.alloc_min_bytes are mapped fresh
     module_ops: float = 0.0  # torch ops issued from nn.Module code (norms, projections, MoE routing)
+    reread: float = 0.0  # bytes read again (per query head) ...
+    reread_fits: float = 0.0  # ... free when this working set fits in hw.cache_bytes
 
 
 @dataclass
@@ -59,7 +64,7 @@ class Cost:
     terms: list[Term] = field(default_factory=list)
 
     def add(self, what: str, flops=0.0, bytes=0.0, launches=0.0, kind="mm", alloc=0.0, alloc_each=0.0,
-            module_ops=0.0) -> "Cost":
+            module_ops=0.0) -> "Cost":  # reread / reread_fits are set by attention()
         self.terms.append(Term(what, float(flops), float(bytes), float(launches), kind, float(alloc), float(alloc_each),
                                float(module_ops)))
         return self
@@ -69,7 +74,7 @@ class Cost:
 
     def scaled(self, k: float) -> "Cost":
         return Cost([replace(t, flops=t.flops * k, bytes=t.bytes * k, launches=t.launches * k, alloc=t.alloc * k,
-                             module_ops=t.module_ops * k) for t in self.terms])
+                             module_ops=t.module_ops * k, reread=t.reread * k) for t in self.terms])
 
     @property
     def flops(self) -> float:
@@ -91,11 +96,12 @@ class Cost:
     def term_seconds(self, hw, dtype: str) -> dict[str, float]:
         """Predicted seconds of each term (same `what` summed)."""
         peak = peak_flops(hw, dtype)
-        rate = {"mm": peak, "small": peak * hw.small_matmul_efficiency, "vec": math.inf,
-                "exp": hw.exp_rate or math.inf}
+        rate = {"mm": peak, "small": peak * hw.small_matmul_efficiency, "matvec": peak * hw.matvec_efficiency,
+                "vec": math.inf, "exp": hw.exp_rate or math.inf}
         out: dict[str, float] = {}
         for t in self.terms:
-            s = max(t.flops / rate[t.kind], t.bytes / hw.mem_bandwidth) + t.launches * hw.launch_s
+            moved = t.bytes + (t.reread if t.reread_fits > hw.cache_bytes else 0.0)
+            s = max(t.flops / rate[t.kind], moved / hw.mem_bandwidth) + t.launches * hw.launch_s
             s += t.module_ops * (hw.module_op_s or hw.launch_s)
             if t.alloc and hw.alloc_bandwidth and t.alloc_each >= hw.alloc_min_bytes:
                 s += t.alloc / hw.alloc_bandwidth
@@ -135,10 +141,23 @@ def sum_window(T: int, w: int) -> float:
     return ramp * (ramp + 1) / 2 + max(0, T - w) * w
 
 
-def attention(c: "Cost", what: str, B, H, D, pairs, bytes, launches, fresh=0.0) -> "Cost":
+def kv_reads(B, H, G, n, D, e, reference: bool) -> tuple[float, float, float]:
+    """(bytes, re-read bytes, working set) of the K and V one decode step reads. A fused kernel
+    reads each KV head once; torch's CPU SDPA reads them once per query head (GQA not shared),
+    and those re-reads are free only while one head's K and V fit in a core's cache."""
+    once = e * B * 2 * G * n * D
+    if not reference or H == G:
+        return once, 0.0, 0.0
+    return once, once * (H // G - 1), e * 2 * n * D
+
+
+def attention(c: "Cost", what: str, B, H, D, pairs, bytes, launches, fresh=0.0, kv=(0.0, 0.0, 0.0),
+              kind: str = "mm") -> "Cost":
     """A fused softmax-attention kernel over `pairs` (query, key) pairs per head: QK^T and PV
-    matmuls (4 D FLOPs a pair) and one exp a pair."""
-    c.add(what, 4 * B * H * D * pairs, bytes, launches, alloc=fresh, alloc_each=fresh)
+    matmuls (4 D FLOPs a pair) and one exp a pair. kv: kv_reads(...) added to the bytes; kind
+    "matvec" for one query row (a decode step of torch's CPU SDPA)."""
+    c.add(what, 4 * B * H * D * pairs, bytes + kv[0], launches, kind=kind, alloc=fresh, alloc_each=fresh)
+    c.terms[-1].reread, c.terms[-1].reread_fits = kv[1], kv[2]
     return c.add(f"{what} (exp)", B * H * pairs, 0, 0, kind="exp")
 
 
@@ -148,8 +167,8 @@ def softmax_cost(phase, n, a: Arch, B, e, impl) -> Cost:
     if phase == "prefill":
         return attention(c, "attention", B, H, D, causal_pairs(n, FUSED_TILE), e * B * n * D * (2 * H + 2 * G),
                          2 if ref else 1, fresh=B * H * n * D * e if ref else 0)
-    kv_heads = H if ref else G  # torch's CPU SDPA reads K and V once per query head (GQA not shared)
-    return attention(c, "attention", B, H, D, n, e * B * (2 * kv_heads * n * D + 2 * H * D), 2 if ref else 1)
+    return attention(c, "attention", B, H, D, n, e * B * 2 * H * D, 2 if ref else 1, kv=kv_reads(B, H, G, n, D, e, ref),
+                     kind="matvec" if ref else "mm")
 
 
 def sliding_window_cost(phase, n, a: Arch, B, e, impl) -> Cost:
@@ -157,8 +176,8 @@ def sliding_window_cost(phase, n, a: Arch, B, e, impl) -> Cost:
     c, ref = Cost(), impl == "reference"
     if phase == "decode":
         held = min(n, w)
-        kv_heads = H if ref else G
-        return attention(c, "attention", B, H, D, held, e * B * (2 * kv_heads * held * D + 2 * H * D), 17 if ref else 1)
+        return attention(c, "attention", B, H, D, held, e * B * 2 * H * D, 17 if ref else 1,
+                         kv=kv_reads(B, H, G, held, D, e, ref), kind="matvec" if ref else "mm")
     if not ref:
         return attention(c, "attention", B, H, D, sum_window(n, w) + n * FUSED_TILE / 2, e * B * n * D * (2 * H + 2 * G), 1)
     from attnbench.kernels.sliding_window.reference import query_block
@@ -250,7 +269,8 @@ def msa_select_cost(phase, n, a: Arch, B, e, impl) -> Cost:
     score_el = float((rows * keys).sum()) * B * G  # token scores, computed tile by tile in fp32
     block_el = float((rows * n_cand).sum()) * B * G  # block scores
     # torch ops (views included): ~12 a key tile (slice, matmul, unflatten, amax), ~20 a query tile
-    c.add("index scores", 2 * Di * score_el, 2 * F32 * score_el + e * B * Di * float(keys.sum()), 12 * tiles, kind="small")
+    c.add("index scores", 2 * Di * score_el, 2 * F32 * score_el + e * B * Di * float(keys.sum()), 12 * tiles,
+          kind="matvec" if T == 1 else "small")
     c.add("top-k", 0, 4 * F32 * block_el, 20 * len(t0) + 10, kind="vec")
     return c
 
@@ -273,10 +293,10 @@ def msa_attn_cost(phase, n, a: Arch, B, e, impl) -> Cost:
         nb = -(-S // bs)
         masks = B * G * T * (nb + 1) + 4 * B * G * T * S + B * H * T * S  # bools: scatter, expand, causal, per head
         c.add("selection mask", 0, 2 * masks, 23, kind="vec")
-        kv_heads = H  # CPU SDPA reads K, V per query head
-        return attention(c, "attention", B, H, D, T * S, e * B * (2 * H * T * D + 2 * kv_heads * S * D) + B * H * T * S, 2)
+        return attention(c, "attention", B, H, D, T * S, e * B * 2 * H * T * D + B * H * T * S, 2,
+                         kv=kv_reads(B, H, G, S, D, e, True), kind="matvec" if T == 1 else "mm")
     runs = B * G * math.ceil(T / QUERY_CHUNK)  # Python passes over (batch, group, query chunk)
-    blocks = runs * -(-S // bs)  # one QK and one PV matmul per selected block per pass
+    blocks = runs * min(-(-S // bs), pairs / runs)  # one QK and one PV matmul per block some query selected
     grid = pairs * Hg * bs * F32  # a (pairs, Hg, bs) fp32 scores / probabilities tensor
     qp = pairs * Hg * D * F32  # gathered queries, and the per-pair outputs
     idx = pairs * bs * 8  # (pairs, bs) int64 key positions
@@ -368,8 +388,9 @@ def layer_cost(letter: str, phase: str, n: int, arch: Arch, *, batch: int = 1, d
     if impl == "reference":  # torch ops outside the attention op (counted with a dispatch counter):
         E, K = (moe[0], moe[1]) if moe is not None else (1, 1)  # norms, projections, RoPE, cache, MoE loop
         module_ops = GLUE_OPS[letter] + (14 * E if T > 1 else 2 * E + 12 * K)
+    kind = "matvec" if impl == "reference" and batch * T == 1 else "mm"  # one token: matrix-vector products
     linear = Cost().add("projections + MoE", 2 * P * batch * T, e * (touched + 8 * batch * T * arch.d_model),
-                        0 if impl == "reference" else 10, module_ops=module_ops)
+                        0 if impl == "reference" else 10, kind=kind, module_ops=module_ops)
     return op_cost(OPS[letter], phase, n, arch, batch=batch, dtype=dtype, impl=impl) + linear
 
 

@@ -1,9 +1,9 @@
 """The timing sweep shared by exp=crossover and exp=msa_speedup.
 
-For each scope (op | layer), phase (prefill | decode), length n (ascending) and layer letter
-(S L W M, interleaved so that every design of a comparison is timed at each length in the same
-process, under the same load): predict the time with the cost model, skip the cell if one call
-would exceed bench.max_call_s or the rest of the run's budget, else time it and record
+For each scope (op | layer), phase (prefill | decode), length n and layer letter (S L W M): predict
+the time with the cost model; then, group by group (the letters of one (scope, phase, n) timed
+one after the other, in the same process, under the same load; cheapest groups first), skip a cell
+if one call would exceed bench.max_call_s or the rest of the run's budget, else time it and record
 latency/<phase>_ms with the prediction beside the measurement. Cells are resumable.
 
 Returns a pandas DataFrame of every cell (measured or skipped) for the crossover analysis.
@@ -92,6 +92,9 @@ def run(ctx, hw, letters: str, passed: dict[str, bool], budget: Budget, *, scope
     blocks = {}
     done = _previous(ctx)
     rows = []
+    # every cell with its prediction, grouped by (scope, phase, n): a group's designs are timed
+    # together; groups run cheapest first, so a short budget drops the most expensive cells
+    groups: dict[tuple, list[dict]] = {}
     for scope in scopes:
         for phase in ("prefill", "decode"):
             for n in lens[phase]:
@@ -103,47 +106,56 @@ def run(ctx, hw, letters: str, passed: dict[str, bool], budget: Budget, *, scope
                         cost = costmodel.op_cost(op, phase, n, arch, batch=b.batch, dtype=b.dtype, impl=impl)
                     else:
                         cost = costmodel.layer_cost(L, phase, n, arch, batch=b.batch, dtype=b.dtype, impl=impl, moe=moe)
-                    predicted = cost.seconds(hw, b.dtype)
-                    row = dict(scope=scope, phase=phase, n=n, letter=L, op=op, design=design, backend=backend,
-                               predicted_ms=1e3 * predicted)
-                    metric = f"latency/{phase}_ms"
-                    cell = ctx.cell(metric=metric, scope=scope, n=n, letter=L, backend=backend, dtype=b.dtype)
-                    if cell.done and cell.key in done:
-                        prev = done[cell.key]
-                        rows.append({**row, "status": prev["status"], "median_ms": prev["value"],
-                                     "p25_ms": prev.get("p25_ms"), "p75_ms": prev.get("p75_ms")})
-                        continue
-                    reason = None
-                    if not passed.get(L, False):
-                        reason = "op failed its correctness gate"
-                    elif predicted > b.max_call_s:
-                        reason = f"predicted {predicted:.1f} s per call > bench.max_call_s={b.max_call_s}"
-                    elif predicted * (b.repeats + 2) > budget.left():
-                        reason = f"predicted {predicted * (b.repeats + 2):.0f} s for the cell > {budget.left():.0f} s of budget left"
-                    fields = dict(context_len=n, scope=scope, op=op, backend=backend, dtype=b.dtype,
-                                  predicted_ms=1e3 * predicted, impl=impl, layout=L)
-                    if reason:
-                        cell.record(design, metric, None, "ms", "skipped", reason=reason, **fields)
-                        cell.commit()
-                        rows.append({**row, "status": "skipped", "median_ms": None})
-                        continue
-                    if scope == "op":
-                        fn = op_call(L, phase, n, arch, batch=b.batch, dtype=dtype, device=dev, backend=cfg.backend,
-                                     seed=cfg.seed)
-                    else:
-                        if L not in blocks:
-                            blocks[L] = make_block(cfg.model, cfg.attention[design], L, dtype=dtype, device=dev)
-                        fn = layer_call(blocks[L], phase, n, batch=b.batch, dtype=dtype, device=dev, seed=cfg.seed)
-                    t = time_fn(fn, dev, min_run_time=b.min_run_time, repeats=b.repeats)
-                    del fn
-                    cell.record(design, metric, t.median_ms, "ms", "measured", p25_ms=t.p25_ms, p75_ms=t.p75_ms,
-                                n=t.n, method=t.method, load=t.load, **fields)
-                    cell.commit()
-                    rows.append({**row, "status": "measured", "median_ms": t.median_ms, "p25_ms": t.p25_ms,
-                                 "p75_ms": t.p75_ms})
-                    ctx.console.print(f"  {scope:<5} {phase:<7} n={n:>7} {op:<15} {t.median_ms:>10.2f} ms "
-                                      f"(pred {1e3 * predicted:>9.2f}, x{1e3 * predicted / t.median_ms:.2f}) load {t.load:.1f}")
+                    groups.setdefault((scope, phase, n), []).append(
+                        dict(scope=scope, phase=phase, n=n, letter=L, op=op, design=design, backend=backend, impl=impl,
+                             predicted_ms=1e3 * cost.seconds(hw, b.dtype)))
+    def group_cost(key):  # seconds the cells that will run cost (a cell over max_call_s is skipped anyway)
+        return sum(c["predicted_ms"] for c in groups[key] if c["predicted_ms"] <= 1e3 * b.max_call_s)
+    for key in sorted(groups, key=group_cost):
+        for row in groups[key]:
+            rows.append(_cell(ctx, row, done, blocks, budget, passed, archs, dtype))
     return pd.DataFrame(rows)
+
+
+def _cell(ctx, row: dict, done: dict, blocks: dict, budget: Budget, passed: dict, archs: dict, dtype) -> dict:
+    """Time one cell (or skip it, or take it from an earlier run); record it; return its row."""
+    cfg, dev, b = ctx.cfg, ctx.device, ctx.cfg.bench
+    scope, phase, n, L, op, design, backend, impl = (row[k] for k in ("scope", "phase", "n", "letter", "op", "design",
+                                                                       "backend", "impl"))
+    predicted = row["predicted_ms"] / 1e3
+    metric = f"latency/{phase}_ms"
+    cell = ctx.cell(metric=metric, scope=scope, n=n, letter=L, backend=backend, dtype=b.dtype)
+    if cell.done and cell.key in done:
+        prev = done[cell.key]
+        return {**row, "status": prev["status"], "median_ms": prev["value"], "p25_ms": prev.get("p25_ms"),
+                "p75_ms": prev.get("p75_ms")}
+    reason = None
+    if not passed.get(L, False):
+        reason = "op failed its correctness gate"
+    elif predicted > b.max_call_s:
+        reason = f"predicted {predicted:.1f} s per call > bench.max_call_s={b.max_call_s}"
+    elif predicted * (b.repeats + 2) > budget.left():
+        reason = f"predicted {predicted * (b.repeats + 2):.0f} s for the cell > {budget.left():.0f} s of budget left"
+    fields = dict(context_len=n, scope=scope, op=op, backend=backend, dtype=b.dtype, predicted_ms=1e3 * predicted,
+                  impl=impl, layout=L)
+    if reason:
+        cell.record(design, metric, None, "ms", "skipped", reason=reason, **fields)
+        cell.commit()
+        return {**row, "status": "skipped", "median_ms": None}
+    if scope == "op":
+        fn = op_call(L, phase, n, archs[L], batch=b.batch, dtype=dtype, device=dev, backend=cfg.backend, seed=cfg.seed)
+    else:
+        if L not in blocks:
+            blocks[L] = make_block(cfg.model, cfg.attention[design], L, dtype=dtype, device=dev)
+        fn = layer_call(blocks[L], phase, n, batch=b.batch, dtype=dtype, device=dev, seed=cfg.seed)
+    t = time_fn(fn, dev, min_run_time=b.min_run_time, repeats=b.repeats)
+    del fn
+    cell.record(design, metric, t.median_ms, "ms", "measured", p25_ms=t.p25_ms, p75_ms=t.p75_ms, n=t.n,
+                method=t.method, load=t.load, **fields)
+    cell.commit()
+    ctx.console.print(f"  {scope:<5} {phase:<7} n={n:>7} {op:<15} {t.median_ms:>10.2f} ms "
+                      f"(pred {1e3 * predicted:>9.2f}, x{1e3 * predicted / t.median_ms:.2f}) load {t.load:.1f}")
+    return {**row, "status": "measured", "median_ms": t.median_ms, "p25_ms": t.p25_ms, "p75_ms": t.p75_ms}
 
 
 def record_model_errors(ctx, df: pd.DataFrame) -> pd.DataFrame:
