@@ -99,7 +99,7 @@ class HardwareConfig:
     launch_s: float = 5e-6  # fixed cost per kernel launch (GPU) or torch op dispatch (CPU)
     module_op_s: float = 0.0  # cost per torch op issued from nn.Module code (CPU eager); 0 = launch_s
     alloc_bandwidth: float = 0.0  # bytes/s of first-touching a fresh big tensor (CPU page faults); 0 = free
-    alloc_min_bytes: float = 4194304.0  # fresh tensors from this size up are first-touched page by page
+    alloc_min_bytes: float = 33554432.0  # tensors this big are mapped fresh each time (glibc's top mmap threshold)
     calibrate: bool = False  # cpu: measure flops, small_matmul_efficiency, bandwidths, launch_s at run start
     source: str = ""
 
@@ -243,7 +243,8 @@ def validate_hardware(where: str, hw) -> None:
     for key in ("small_matmul_efficiency", "matvec_efficiency"):
         if not 0 < getattr(hw, key) <= 1:
             raise ConfigError(f"{where}.{key}", getattr(hw, key), "in (0, 1]")
-    for key in ("mem_bandwidth", "memory_bytes", "cache_bytes", "launch_s", "module_op_s", "alloc_bandwidth", "alloc_min_bytes", "exp_rate"):
+    for key in ("mem_bandwidth", "memory_bytes", "cache_bytes", "launch_s", "module_op_s", "alloc_bandwidth",
+                "alloc_min_bytes", "exp_rate"):
         if getattr(hw, key) < 0:
             raise ConfigError(f"{where}.{key}", getattr(hw, key), "must be >= 0")
 

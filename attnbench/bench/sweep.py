@@ -134,8 +134,9 @@ def _cell(ctx, row: dict, done: dict, blocks: dict, budget: Budget, passed: dict
         reason = "op failed its correctness gate"
     elif predicted > b.max_call_s:
         reason = f"predicted {predicted:.1f} s per call > bench.max_call_s={b.max_call_s}"
-    elif predicted * (b.repeats + 2) > budget.left():
-        reason = f"predicted {predicted * (b.repeats + 2):.0f} s for the cell > {budget.left():.0f} s of budget left"
+    elif predicted * (b.repeats + 1) * b.max_rel_error > budget.left():  # warm-up + repeats, model error allowed
+        reason = (f"predicted {predicted * (b.repeats + 1):.0f} s (x{b.max_rel_error} model error) for the cell > "
+                  f"{budget.left():.0f} s of budget left")
     fields = dict(context_len=n, scope=scope, op=op, backend=backend, dtype=b.dtype, predicted_ms=1e3 * predicted,
                   impl=impl, layout=L)
     if reason:
