@@ -20,7 +20,7 @@ CPU = torch.device("cpu")
 
 
 def test_fused_counts_follow_the_formulas():
-    B, H, G, D, T = 2, 8, 2, 64, 4096
+    B, H, D, T = 2, 8, 64, 4096
     c = costmodel.op_cost("softmax", "prefill", T, SCALED, batch=B, dtype="bfloat16")
     assert c.flops == 4 * B * H * D * (T * (T + 1) / 2 + T * costmodel.FUSED_TILE / 2)
     # decode reads exactly the KV cache memory.py says a softmax layer holds, plus q and o

@@ -21,7 +21,7 @@ from attnbench.kernels import choose
 
 from . import costmodel
 from .gate import check
-from .presets import Arch, from_model
+from .presets import from_model
 from .timing import time_fn
 from .workloads import OP_OF, layer_call, make_block, op_call
 

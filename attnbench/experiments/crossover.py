@@ -37,7 +37,7 @@ def production_shape(letter: str, window: int):
 
 
 def run(ctx) -> None:
-    cfg, b = ctx.cfg, ctx.cfg.bench
+    cfg = ctx.cfg
     start = time.perf_counter()
     budget = sweep.Budget(start + parse_duration(cfg.exp.budget), reserve_s=ANALYTIC_RESERVE_S)
     hw = hardware_for_run(ctx)

@@ -40,7 +40,7 @@ PAPER_COMPUTE = 28.4  # arXiv 2606.13392: per-token attention compute at 1M cont
 
 
 def run(ctx) -> None:
-    cfg, b = ctx.cfg, ctx.cfg.bench
+    cfg = ctx.cfg
     start = time.perf_counter()
     budget = sweep.Budget(start + parse_duration(cfg.exp.budget), reserve_s=30.0)
     predicted = predict(ctx)
