@@ -17,6 +17,8 @@ LAYOUT_LETTERS = "SLWM"
 DEVICES = ("auto", "cpu", "cuda")
 BACKENDS = ("auto", "reference", "triton")
 INDEX_POOLS = ("max", "mean")
+DTYPES = ("float32", "bfloat16", "float16", "float8")
+BENCH_SCOPES = ("op", "layer")
 WANDB_MODES = ("offline", "online", "disabled")
 KERNEL_OPS = ("softmax", "sliding_window", "lightning", "msa")
 KERNEL_DTYPES = ("float32", "float16", "bfloat16")
@@ -218,9 +220,57 @@ class KernelsConfig:
 
 
 @dataclass
+class HardwareConfig:
+    """A roofline profile (conf/hardware/): peak rates from a data sheet, or measured (cpu).
+
+    Predicted time of a piece of work = max(FLOPs / rate, bytes / mem_bandwidth) summed over
+    its kernels, plus launch_s per kernel launch (attnbench.bench.costmodel).
+    """
+
+    name: str = "cpu"
+    description: str = ""
+    flops: Dict[str, float] = field(default_factory=dict)  # dense FLOP/s of large matmuls, by dtype
+    small_matmul_efficiency: float = 1.0  # fraction of `flops` that batched small (<= 128) matmuls reach
+    matvec_efficiency: float = 1.0  # fraction of `flops` that one-row products (decode: q . K^T) reach
+    mem_bandwidth: float = 0.0  # bytes/s, main memory (HBM on a GPU)
+    exp_rate: float = 0.0  # exponentials/s (special-function units); 0 = not a limit
+    memory_bytes: float = 0.0  # capacity of one device
+    cache_bytes: float = 0.0  # cache private to one core / SM group that re-reads hit (CPU: L2); 0 = none
+    launch_s: float = 5e-6  # fixed cost per kernel launch (GPU) or torch op dispatch (CPU)
+    module_op_s: float = 0.0  # cost per torch op issued from nn.Module code (CPU eager); 0 = launch_s
+    alloc_bandwidth: float = 0.0  # bytes/s of first-touching a fresh big tensor (CPU page faults); 0 = free
+    alloc_min_bytes: float = 33554432.0  # tensors this big are mapped fresh each time (glibc's top mmap threshold)
+    calibrate: bool = False  # cpu: measure flops, small_matmul_efficiency, bandwidths, launch_s at run start
+    source: str = ""
+
+
+@dataclass
+class BenchConfig:
+    """What the cost experiments (kv_memory, crossover, msa_speedup) measure and project."""
+
+    prefill_lens: List[int] = field(default_factory=lambda: [256, 1024, 4096, 16384, 65536])
+    decode_lens: List[int] = field(default_factory=lambda: [256, 1024, 4096, 16384, 65536])
+    scopes: List[str] = field(default_factory=lambda: ["op", "layer"])  # time ops alone and whole layers
+    batch: int = 1
+    dtype: str = "float32"  # timing dtype (fp32 on CPU, bf16 on GPU)
+    min_run_time: float = 0.3  # seconds of timing per cell (torch.utils.benchmark)
+    repeats: int = 3  # at least this many timed calls per cell
+    max_call_s: float = 20.0  # skip (recorded) a cell whose predicted single call is longer
+    validate_from: int = 4096  # cost-model error is recorded (and held to max_rel_error) for T >= this
+    max_rel_error: float = 2.0  # predicted/measured must lie in [1/x, x]
+    profiles: List[str] = field(default_factory=lambda: ["h200", "h100", "a100"])  # projections
+    presets: List[str] = field(default_factory=list)  # production presets (attnbench.bench.presets); empty = all
+    memory_dtypes: List[str] = field(default_factory=lambda: ["bfloat16", "float8", "float32"])
+    memory_lens: List[int] = field(default_factory=lambda: [131072, 1048576, 4194304])
+    check_ops: bool = True  # correctness gate: time only ops that match the dense formula first
+
+
+@dataclass
 class RootConfig:
     exp: ExpConfig = field(default_factory=ExpConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
+    hardware: HardwareConfig = field(default_factory=HardwareConfig)
+    bench: BenchConfig = field(default_factory=BenchConfig)
     attention: Dict[str, DesignConfig] = field(default_factory=dict)
     task: TaskConfig = field(default_factory=TaskConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
@@ -363,6 +413,8 @@ def validate(cfg) -> None:
             raise ConfigError(key, value, "must be > 0 seconds")
     validate_tasks(cfg)
     validate_kernels(cfg.kernels)
+    validate_hardware("hardware", cfg.hardware)
+    validate_bench(cfg.bench)
 
 
 def validate_tasks(cfg) -> None:
@@ -448,6 +500,67 @@ def validate_kernels(k) -> None:
         for key in ("lengths", "grad_lengths", "check_lengths", "check_fwd_lengths"):
             for i, n in enumerate(sh[key]):
                 _positive(f"kernels.{part}.{key}[{i}]", n)
+
+
+def hardware_profiles() -> list[str]:
+    """Names of the profiles in conf/hardware/ (the files shipped with the package)."""
+    from importlib import resources
+
+    folder = resources.files("attnbench.conf").joinpath("hardware")
+    return sorted(p.name[: -len(".yaml")] for p in folder.iterdir() if p.name.endswith(".yaml"))
+
+
+def validate_hardware(where: str, hw) -> None:
+    if not hw.calibrate:
+        if not hw.flops or any(not v or v <= 0 for v in hw.flops.values()):
+            raise ConfigError(f"{where}.flops", dict(hw.flops), "peak FLOP/s > 0 by dtype (or calibrate: true)")
+        if hw.mem_bandwidth <= 0:
+            raise ConfigError(f"{where}.mem_bandwidth", hw.mem_bandwidth, "bytes/s > 0 (or calibrate: true)")
+    bad = sorted(set(hw.flops) - set(DTYPES))
+    if bad:
+        raise ConfigError(f"{where}.flops", bad, f"keys from {', '.join(DTYPES)}")
+    for key in ("small_matmul_efficiency", "matvec_efficiency"):
+        if not 0 < getattr(hw, key) <= 1:
+            raise ConfigError(f"{where}.{key}", getattr(hw, key), "in (0, 1]")
+    for key in ("mem_bandwidth", "memory_bytes", "cache_bytes", "launch_s", "module_op_s", "alloc_bandwidth",
+                "alloc_min_bytes", "exp_rate"):
+        if getattr(hw, key) < 0:
+            raise ConfigError(f"{where}.{key}", getattr(hw, key), "must be >= 0")
+
+
+def validate_bench(b) -> None:
+    from attnbench.bench.presets import PRESETS
+
+    for key in ("prefill_lens", "decode_lens", "memory_lens"):
+        values = list(getattr(b, key))
+        if not values:
+            raise ConfigError(f"bench.{key}", values, "at least one context length")
+        for i, n in enumerate(values):
+            _positive(f"bench.{key}[{i}]", n)
+        if values != sorted(set(values)):
+            raise ConfigError(f"bench.{key}", values, "strictly increasing context lengths")
+    for i, s in enumerate(b.scopes):
+        if s not in BENCH_SCOPES:
+            raise ConfigError(f"bench.scopes[{i}]", s, f"one of {', '.join(BENCH_SCOPES)}")
+    for key in ("batch", "repeats", "validate_from"):
+        _positive(f"bench.{key}", getattr(b, key))
+    if b.dtype not in DTYPES[:3]:
+        raise ConfigError("bench.dtype", b.dtype, f"one of {', '.join(DTYPES[:3])} (timing dtype)")
+    for i, d in enumerate(b.memory_dtypes):
+        if d not in DTYPES:
+            raise ConfigError(f"bench.memory_dtypes[{i}]", d, f"one of {', '.join(DTYPES)}")
+    for key in ("min_run_time", "max_call_s"):
+        if not getattr(b, key) > 0:
+            raise ConfigError(f"bench.{key}", getattr(b, key), "seconds > 0")
+    if not b.max_rel_error > 1:
+        raise ConfigError("bench.max_rel_error", b.max_rel_error, "a factor > 1")
+    known = hardware_profiles()
+    for i, name in enumerate(b.profiles):
+        if name not in known:
+            raise ConfigError(f"bench.profiles[{i}]", name, f"one of {', '.join(known)} (conf/hardware/)")
+    for i, name in enumerate(b.presets):
+        if name not in PRESETS:
+            raise ConfigError(f"bench.presets[{i}]", name, f"one of {', '.join(PRESETS)}")
 
 
 def selected_designs(cfg) -> list[str]:

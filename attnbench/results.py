@@ -44,12 +44,18 @@ METRICS = {
     "memory/cache_bytes_per_token": "bytes; dtype, preset (production presets) or design",
     "memory/fixed_state_bytes": "bytes; dtype",
     "memory/total_bytes": "bytes; dtype, context_len",
-    "costmodel/rel_error": "ratio predicted/measured; op, phase (prefill|decode), context_len",
-    "crossover/prefill_len": "tokens; vs (the baseline design), method (analytic|measured), bracket [lo, hi], hardware",
+    "costmodel/rel_error": "ratio predicted/measured; op, phase (prefill|decode), context_len, scope, within, bound",
+    "crossover/prefill_len": "tokens (None when out of range); vs (the baseline design), method (analytic|measured), "
+    "bracket [lo, hi], relation (= | < min | > max), crossings, scope (op|layer|model), hardware, shape",
     "crossover/decode_len": "tokens; same fields as crossover/prefill_len",
     "crossover/memory_len": "tokens; same fields as crossover/prefill_len",
     "msa_speedup/prefill": "x; context_len, hardware, method (analytic|measured)",
     "msa_speedup/decode": "x; context_len, hardware, method (analytic|measured)",
+    # added by the costs issue (#3):
+    "msa_speedup/compute_per_token": "x (baseline / M3 attention FLOPs of one decoded token); context_len, vs",
+    "msa_speedup/verdict": "text; claim, published, predicted_attention, predicted_model, ratio, hardware, source",
+    "calibration/<name>": "the cpu roofline measured at run start (matmul_flops, copy_bandwidth, ...)",
+    "gate/rel_error": "relative; op, backend (the correctness check an op passes before it is timed)",
 }
 REQUIRED = ("exp", "design", "layout", "metric", "value", "unit", "status")
 OPTIONAL = ("context_len", "depth", "seed", "backend", "device", "dtype")

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from attnbench.cli import config_error
 
 DESIGNS = ["softmax", "lightning", "lightning_hybrid", "sliding_window", "swa_hybrid", "msa"]
-EXPS = ["smoke", "needle_4m", "multihop", "train"]
+EXPS = ["smoke", "needle_4m", "multihop", "train", "kv_memory", "crossover", "msa_speedup", "kernels_cpu", "kernels_gpu"]
 names = st.text(alphabet=string.ascii_lowercase + "_", min_size=1, max_size=12)
 
 
@@ -58,7 +58,7 @@ def invalid(draw):
         return [f"+exp={exp}", f"model.top_k_experts={draw(st.integers(5, 64))}"], "model.top_k_experts"
     if kind == 12:
         return [f"+exp={exp}", f"train.lr={draw(st.floats(-1.0, 0.0))}"], "train.lr"
-    bad = draw(names.filter(lambda s: s not in EXPS + ["kv_memory", "crossover", "msa_speedup", "kernels_gpu"]))
+    bad = draw(names.filter(lambda s: s not in EXPS))
     return [f"+exp={bad}"], "exp"
 
 

@@ -33,6 +33,8 @@ def test_wheel_contains_configs_and_kernels(tmp_path):
         "attnbench/kernels/sliding_window/reference.py",
         "attnbench/kernels/softmax/reference.py",
         "attnbench/model/backbone.py",
+        "attnbench/bench/costmodel.py",
+        "attnbench/conf/hardware/h200.yaml",
         "attnbench/__main__.py",
         "attnbench/report/templates/report.html.j2",
         "attnbench/report/figures.py",

@@ -15,6 +15,9 @@ EXPERIMENTS = {
     "multihop": "attnbench.experiments.multihop",
     "kernels_cpu": "attnbench.experiments.kernels_cpu",
     "kernels_gpu": "attnbench.experiments.kernels_gpu",
+    "kv_memory": "attnbench.experiments.kv_memory",
+    "crossover": "attnbench.experiments.crossover",
+    "msa_speedup": "attnbench.experiments.msa_speedup",
 }
 
 

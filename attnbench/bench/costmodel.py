@@ -1,0 +1,408 @@
+"""Cost model: FLOPs, bytes moved and kernel launches per op, and a roofline time per hardware.
+
+Every op is costed for two phases:
+    prefill  a whole causal sequence of n tokens from an empty cache
+    decode   one token against a cache of n tokens
+and two implementations:
+    fused      one ideal GPU kernel (FlashAttention-style tiles kept on chip, chunked lightning):
+               FLOPs of the algorithm, compulsory traffic (inputs and outputs once), 1-2 launches.
+               Used for GPU projections and the triton backend.
+    reference  the plain-torch code of kernels/<op>/reference.py as written: the same FLOPs
+               plus its intermediate tensors (each written and read), its torch ops (launches:
+               the dispatcher's count, views included) and the fresh allocations of big
+               intermediates (page faults on the CPU). The constants are read from those modules,
+               so a changed reference changes the model; tests/test_costmodel.py holds the counts
+               to the dispatcher's and the predicted times to the measured ones.
+
+A Cost is a list of Terms (kernels or groups of identical kernels). Predicted time:
+
+    sum over terms of  max(flops / rate(kind), bytes / mem_bandwidth)
+                       + launches * launch_s + module_ops * module_op_s
+                       + alloc / alloc_bandwidth   (fresh tensors >= alloc_min_bytes; CPU only)
+
+with rate(mm) = peak FLOP/s of large matmuls (fused attention kernels count as mm),
+rate(small) = peak x small_matmul_efficiency (batched matmuls with a dimension <= 128),
+rate(matvec) = peak x matvec_efficiency (one query row against many keys: decode on a CPU),
+rate(vec) = infinite (elementwise work is bound by its bytes), rate(exp) = exponentials per
+second (softmax; FlashAttention-3's observation that exp, not matmul, can bound attention).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from .memory import dtype_bytes
+from .presets import Arch
+
+IMPLS = ("fused", "reference")
+PHASES = ("prefill", "decode")
+OPS = {"S": "softmax", "L": "lightning", "W": "sliding_window", "M": "msa", "D": "dsa"}
+FUSED_TILE = 128  # query/key tile of a fused attention kernel (diagonal tiles computed whole)
+FUSED_CHUNK = 64  # lightning chunk of a fused kernel (Lightning Attention-2)
+F32 = 4
+
+
+@dataclass
+class Term:
+    what: str
+    flops: float = 0.0  # for kind "exp": the number of exponentials
+    bytes: float = 0.0  # moved through main memory
+    launches: float = 0.0
+    kind: str = "mm"  # mm | small | matvec | vec | exp
+    alloc: float = 0.0  # bytes of fresh output tensors of the reference code (page faults on a CPU)
+    alloc_each: float = 0.0  # size of one such tensor: only tensors >= hw.alloc_min_bytes are mapped fresh
+    module_ops: float = 0.0  # torch ops issued from nn.Module code (norms, projections, MoE routing)
+    reread: float = 0.0  # bytes read again (per query head) ...
+    reread_fits: float = 0.0  # ... free when this working set fits in hw.cache_bytes
+
+
+@dataclass
+class Cost:
+    terms: list[Term] = field(default_factory=list)
+
+    def add(self, what: str, flops=0.0, bytes=0.0, launches=0.0, kind="mm", alloc=0.0, alloc_each=0.0,
+            module_ops=0.0) -> "Cost":  # reread / reread_fits are set by attention()
+        self.terms.append(Term(what, float(flops), float(bytes), float(launches), kind, float(alloc), float(alloc_each),
+                               float(module_ops)))
+        return self
+
+    def __add__(self, other: "Cost") -> "Cost":
+        return Cost(self.terms + other.terms)
+
+    def scaled(self, k: float) -> "Cost":
+        return Cost([replace(t, flops=t.flops * k, bytes=t.bytes * k, launches=t.launches * k, alloc=t.alloc * k,
+                             module_ops=t.module_ops * k, reread=t.reread * k) for t in self.terms])
+
+    @property
+    def flops(self) -> float:
+        """Arithmetic FLOPs (matmuls); exponentials are counted apart (`exps`)."""
+        return sum(t.flops for t in self.terms if t.kind != "exp")
+
+    @property
+    def exps(self) -> float:
+        return sum(t.flops for t in self.terms if t.kind == "exp")
+
+    @property
+    def bytes(self) -> float:
+        return sum(t.bytes for t in self.terms)
+
+    @property
+    def launches(self) -> float:
+        return sum(t.launches for t in self.terms)
+
+    def term_seconds(self, hw, dtype: str) -> dict[str, float]:
+        """Predicted seconds of each term (same `what` summed)."""
+        peak = peak_flops(hw, dtype)
+        rate = {"mm": peak, "small": peak * hw.small_matmul_efficiency, "matvec": peak * hw.matvec_efficiency,
+                "vec": math.inf, "exp": hw.exp_rate or math.inf}
+        out: dict[str, float] = {}
+        for t in self.terms:
+            moved = t.bytes + (t.reread if t.reread_fits > hw.cache_bytes else 0.0)
+            s = max(t.flops / rate[t.kind], moved / hw.mem_bandwidth) + t.launches * hw.launch_s
+            s += t.module_ops * (hw.module_op_s or hw.launch_s)
+            if t.alloc and hw.alloc_bandwidth and t.alloc_each >= hw.alloc_min_bytes:
+                s += t.alloc / hw.alloc_bandwidth
+            out[t.what] = out.get(t.what, 0.0) + s
+        return out
+
+    def seconds(self, hw, dtype: str) -> float:
+        return sum(self.term_seconds(hw, dtype).values())
+
+
+def peak_flops(hw, dtype: str) -> float:
+    """Peak FLOP/s for dtype; a dtype without its own entry runs at the fp32 (or best listed) rate."""
+    flops = dict(hw.flops)
+    if dtype in flops:
+        return float(flops[dtype])
+    if dtype == "float8" and "bfloat16" in flops:  # no fp8 units (A100): bf16 rate
+        return float(flops["bfloat16"])
+    if "float32" in flops:
+        return float(flops["float32"])
+    raise ValueError(f"hardware {hw.name!r} lists no FLOP/s for {dtype}")
+
+
+# --- per-op costs ----------------------------------------------------------------------
+# Shapes: B batch, H query heads, G KV heads, D head dim, e input bytes, n context length.
+# Reference terms list the big tensors the code creates (`fresh`: each one a new allocation).
+
+
+def causal_pairs(T: int, tile: int = 0) -> float:
+    """(query, key) pairs a causal kernel computes: T (T + 1) / 2, plus half a tile per row of
+    tiles for the diagonal tiles computed whole."""
+    return T * (T + 1) / 2 + T * tile / 2
+
+
+def sum_window(T: int, w: int) -> float:
+    """sum over t < T of min(t + 1, w): keys a causal window-w query sees."""
+    ramp = min(T, w)
+    return ramp * (ramp + 1) / 2 + max(0, T - w) * w
+
+
+def kv_reads(B, H, G, n, D, e, reference: bool) -> tuple[float, float, float]:
+    """(bytes, re-read bytes, working set) of the K and V one decode step reads. A fused kernel
+    reads each KV head once; torch's CPU SDPA reads them once per query head (GQA not shared),
+    and those re-reads are free only while one head's K and V fit in a core's cache."""
+    once = e * B * 2 * G * n * D
+    if not reference or H == G:
+        return once, 0.0, 0.0
+    return once, once * (H // G - 1), e * 2 * n * D
+
+
+def attention(c: "Cost", what: str, B, H, D, pairs, bytes, launches, fresh=0.0, kv=(0.0, 0.0, 0.0),
+              kind: str = "mm") -> "Cost":
+    """A fused softmax-attention kernel over `pairs` (query, key) pairs per head: QK^T and PV
+    matmuls (4 D FLOPs a pair) and one exp a pair. kv: kv_reads(...) added to the bytes; kind
+    "matvec" for one query row (a decode step of torch's CPU SDPA)."""
+    c.add(what, 4 * B * H * D * pairs, bytes + kv[0], launches, kind=kind, alloc=fresh, alloc_each=fresh)
+    c.terms[-1].reread, c.terms[-1].reread_fits = kv[1], kv[2]
+    return c.add(f"{what} (exp)", B * H * pairs, 0, 0, kind="exp")
+
+
+def softmax_cost(phase, n, a: Arch, B, e, impl) -> Cost:
+    H, G, D = a.n_heads, a.n_kv_heads, a.head_dim
+    c, ref = Cost(), impl == "reference"
+    if phase == "prefill":
+        return attention(c, "attention", B, H, D, causal_pairs(n, FUSED_TILE), e * B * n * D * (2 * H + 2 * G),
+                         2 if ref else 1, fresh=B * H * n * D * e if ref else 0)
+    return attention(c, "attention", B, H, D, n, e * B * 2 * H * D, 2 if ref else 1, kv=kv_reads(B, H, G, n, D, e, ref),
+                     kind="matvec" if ref else "mm")
+
+
+def sliding_window_cost(phase, n, a: Arch, B, e, impl) -> Cost:
+    H, G, D, w = a.n_heads, a.n_kv_heads, a.head_dim, a.window
+    c, ref = Cost(), impl == "reference"
+    if phase == "decode":
+        held = min(n, w)
+        return attention(c, "attention", B, H, D, held, e * B * 2 * H * D, 17 if ref else 1,
+                         kv=kv_reads(B, H, G, held, D, e, ref), kind="matvec" if ref else "mm")
+    if not ref:
+        return attention(c, "attention", B, H, D, sum_window(n, w) + n * FUSED_TILE / 2, e * B * n * D * (2 * H + 2 * G), 1)
+    from attnbench.kernels.sliding_window.reference import query_block
+
+    step = query_block(w)
+    t0 = np.arange(0, n, step)
+    t1 = np.minimum(n, t0 + step)
+    keys = t1 - np.maximum(0, t0 - w + 1)  # keys each block of queries reads (band mask, no skipping)
+    pairs = float(((t1 - t0) * keys).sum())
+    out = B * H * n * D * e  # torch.cat of the block outputs
+    attention(c, "attention", B, H, D, pairs, e * B * (2 * H * n * D + 2 * G * D * keys.sum()) + 2 * out,
+              15 * len(t0) + 2, fresh=out)
+    return c
+
+
+def lightning_cost(phase, n, a: Arch, B, e, impl) -> Cost:
+    """Chunked lightning (intra-chunk masked decay + inter-chunk fp32 state); decode = T of 1."""
+    BH, Dk, Dv = B * a.n_heads, a.head_dim, a.head_dim
+    T = n if phase == "prefill" else 1
+    state = BH * Dk * Dv * F32
+    c = Cost()
+    if impl == "fused":
+        C = min(FUSED_CHUNK, T)
+        flops = 2 * BH * T * (C * (Dk + Dv) + 2 * Dk * Dv)
+        io = BH * T * (2 * Dk + 2 * Dv) * e + (2 * state if phase == "decode" else state)
+        return c.add("lightning", flops, io, 1)
+    from attnbench.kernels.lightning.reference import CHUNK, SEGMENT
+
+    full, tail = divmod(T, SEGMENT)  # the reference runs SEGMENT tokens at a time
+    for L, times in ((SEGMENT, full), (tail, 1)):
+        if L and times:
+            c = c + _lightning_segment(L, BH, Dk, Dv, e, state, CHUNK).scaled(times)
+    return c.add("glue", 0, 0, 40, kind="vec")  # slicing, reshapes, masks: ~70 torch ops a call in all
+
+
+def _lightning_segment(L, BH, Dk, Dv, e, state, chunk) -> Cost:
+    c = Cost()
+    C = min(chunk, L)
+    N = L // C
+    pieces = [(N, C)] + ([(1, L - N * C)] if L > N * C else [])  # full chunks, then the ragged tail
+    for N_, C_ in pieces:
+        tok = N_ * C_
+        scores = BH * tok * C_ * F32  # (B, H, N, C, C): q k^T, then times the decay mask
+        qd, vd, st = BH * tok * Dk * F32, BH * tok * Dv * F32, N_ * state
+        c.add("q k^T", 2 * BH * tok * C_ * Dk, 2 * qd + scores, 1, kind="small", alloc=scores, alloc_each=scores)
+        c.add("decay mask", 0, 2 * scores, 8, kind="vec", alloc=scores, alloc_each=scores)
+        c.add("scores v", 2 * BH * tok * C_ * Dv, scores + 2 * vd, 1, kind="small", alloc=vd, alloc_each=vd)
+        c.add("k to chunk end", 0, 2 * qd, 4, kind="vec", alloc=qd, alloc_each=qd)
+        c.add("chunk states k^T v", 2 * BH * tok * Dk * Dv, qd + vd + st, 1, kind="small", alloc=st, alloc_each=st)
+        c.add("state scan", 0, 3 * st, 3 * N_ + 2, kind="vec")  # a Python loop: 3 torch ops a chunk
+        c.add("stack states", 0, 2 * st, 1, kind="vec", alloc=st, alloc_each=st)
+        c.add("q from chunk start", 0, 2 * qd, 4, kind="vec", alloc=qd, alloc_each=qd)
+        c.add("q S_in", 2 * BH * tok * Dk * Dv, qd + st + vd, 1, kind="small", alloc=vd, alloc_each=vd)
+        c.add("intra + inter", 0, 3 * vd, 1, kind="vec", alloc=vd, alloc_each=vd)
+    if e != F32:  # .float() copies in, .to(dtype) out
+        c.add("casts", 0, BH * L * (2 * Dk + 2 * Dv) * (e + F32), 4, kind="vec")
+    return c
+
+
+def msa_cost(phase, n, a: Arch, B, e, impl) -> Cost:
+    return msa_select_cost(phase, n, a, B, e, impl) + msa_attn_cost(phase, n, a, B, e, impl)
+
+
+def selected_pairs(T: int, S: int, bs: int, k: int) -> float:
+    """(query, selected block) pairs: the query at position p has min(k, p // bs + 1) blocks."""
+    def upto(P: int) -> float:  # sum over p < P of min(k, p // bs + 1)
+        m, rem = divmod(P, bs)
+        whole = m * (m + 1) / 2 if m <= k else k * (k + 1) / 2 + (m - k) * k
+        return bs * whole + rem * min(k, m + 1)
+    return upto(S) - upto(S - T)
+
+
+def msa_select_cost(phase, n, a: Arch, B, e, impl) -> Cost:
+    G, Di, bs = a.index_heads or a.n_kv_heads, a.index_dim, a.block_size
+    T, S = (n, n) if phase == "prefill" else (1, n)
+    c = Cost()
+    if impl == "fused":  # token scores on chip, max-pooled there; block scores written, top-k reads them
+        keys = causal_pairs(T) if phase == "prefill" else S
+        return c.add("index scores", 2 * B * G * Di * keys, e * B * (G * T * Di + S * Di) + 2 * F32 * B * G * keys / bs, 2)
+    from attnbench.kernels.msa.reference import SELECT_KEYS, SELECT_ROWS
+
+    q_step = max(16, SELECT_ROWS // (B * G))
+    k_step = max(bs, SELECT_KEYS // bs * bs)
+    t0 = np.arange(0, T, q_step)
+    t1 = np.minimum(T, t0 + q_step)
+    n_cand = (S - T + t1 - 1) // bs  # candidate (complete, earlier) blocks of each query tile
+    keys, rows = n_cand * bs, t1 - t0
+    tiles = float(np.where(n_cand > 0, np.ceil(keys / k_step), 0).sum())
+    score_el = float((rows * keys).sum()) * B * G  # token scores, computed tile by tile in fp32
+    block_el = float((rows * n_cand).sum()) * B * G  # block scores
+    # torch ops (views included): ~12 a key tile (slice, matmul, unflatten, amax), ~20 a query tile
+    c.add("index scores", 2 * Di * score_el, 2 * F32 * score_el + e * B * Di * float(keys.sum()), 12 * tiles,
+          kind="matvec" if T == 1 else "small")
+    c.add("top-k", 0, 4 * F32 * block_el, 20 * len(t0) + 10, kind="vec")
+    return c
+
+
+def msa_attn_cost(phase, n, a: Arch, B, e, impl) -> Cost:
+    H, G, D, bs, k = a.n_heads, a.n_kv_heads, a.head_dim, a.block_size, a.top_k
+    T, S = (n, n) if phase == "prefill" else (1, n)
+    pairs = B * G * selected_pairs(T, S, bs, k)  # (query, group, block) triples
+    c, Hg = Cost(), H // G
+    if impl == "fused":
+        if phase == "decode":  # query-outer: each group reads its selected blocks
+            io = e * (2 * B * H * D + 2 * D * bs * pairs)
+        else:  # KV-outer (the MSA paper's kernel): each KV block read once, the queries that chose it
+            # gathered (read) and their partial outputs (fp32, + max and sum) written, then merged
+            io = e * 2 * B * G * S * D + pairs * Hg * (e * D + 2 * (F32 * D + 8)) + e * 2 * B * H * T * D
+        return attention(c, "sparse attention", 1, Hg, D, pairs * bs, io, 1 if phase == "decode" else 2)
+    from attnbench.kernels.msa.reference import DENSE_LIMIT, QUERY_CHUNK
+
+    if T * S <= DENSE_LIMIT:  # token mask + dense masked SDPA over all S keys (no causal skipping)
+        nb = -(-S // bs)
+        masks = B * G * T * (nb + 1) + 4 * B * G * T * S + B * H * T * S  # bools: scatter, expand, causal, per head
+        c.add("selection mask", 0, 2 * masks, 23, kind="vec")
+        return attention(c, "attention", B, H, D, T * S, e * B * 2 * H * T * D + B * H * T * S, 2,
+                         kv=kv_reads(B, H, G, S, D, e, True), kind="matvec" if T == 1 else "mm")
+    runs = B * G * math.ceil(T / QUERY_CHUNK)  # Python passes over (batch, group, query chunk)
+    blocks = runs * min(-(-S // bs), pairs / runs)  # one QK and one PV matmul per block some query selected
+    grid = pairs * Hg * bs * F32  # a (pairs, Hg, bs) fp32 scores / probabilities tensor
+    qp = pairs * Hg * D * F32  # gathered queries, and the per-pair outputs
+    idx = pairs * bs * 8  # (pairs, bs) int64 key positions
+    per_run = lambda x: x / runs
+    # torch ops (views included): ~7 per block matmul (two a block), ~80 per pass
+    c.add("gather queries", 0, 2 * qp, 20 * runs, kind="vec", alloc=qp, alloc_each=per_run(qp))
+    c.add("block QK", 2 * Hg * D * bs * pairs, qp + grid + e * B * G * S * D, 7 * blocks, kind="mm")
+    c.add("score grids", 0, 20 * grid, 30 * runs, kind="vec", alloc=10 * grid, alloc_each=per_run(grid))
+    c.add("key positions", 0, 6 * idx, 15 * runs, kind="vec", alloc=2 * idx, alloc_each=per_run(idx))
+    c.add("softmax (exp)", pairs * Hg * bs, 0, 0, kind="exp")
+    c.add("block PV", 2 * Hg * D * bs * pairs, grid + qp + e * B * G * S * D, 7 * blocks, kind="mm")
+    c.add("scatter outputs", 0, 4 * qp, 15 * runs, kind="vec", alloc=qp, alloc_each=per_run(qp))
+    return c
+
+
+def dsa_cost(phase, n, a: Arch, B, e, impl) -> Cost:
+    """DeepSeek sparse attention over MLA (presets only, fused): an indexer over every past token
+    (index_heads x index_dim), then MLA over the top index_topk tokens. Decode uses the absorbed
+    form (scores against the 576-d latent+rope, values from the 512-d latent); prefill the
+    uncompressed heads (qk_nope + rope, v)."""
+    T, S = (n, n) if phase == "prefill" else (1, n)
+    Hi, Di, topk, H = a.index_heads, a.index_dim, a.index_topk, a.n_heads
+    keys_idx = causal_pairs(T) if phase == "prefill" else S
+    c = Cost().add("indexer", 2 * B * Hi * Di * keys_idx, e * B * (T * Hi * Di + S * Di), 2)
+    attended = sum_window(S, topk) - sum_window(S - T, topk)  # query at p attends to min(p + 1, topk) tokens
+    if phase == "decode":
+        per_pair = 2 * H * (a.mla_latent + a.mla_rope) + 2 * H * a.mla_latent
+        kv = e * B * attended * (a.mla_latent + a.mla_rope)
+    else:
+        per_pair = 2 * H * (a.mla_qk_nope + a.mla_rope) + 2 * H * a.mla_v
+        kv = e * B * S * (a.mla_latent + a.mla_rope)
+    c.add("sparse MLA", B * per_pair * attended, kv + e * B * T * H * (a.mla_qk_nope + a.mla_rope + a.mla_v), 1)
+    return c.add("sparse MLA (exp)", B * H * attended, 0, 0, kind="exp")
+
+
+COSTS = {"softmax": softmax_cost, "lightning": lightning_cost, "sliding_window": sliding_window_cost,
+         "msa": msa_cost, "msa_select": msa_select_cost, "msa_attn": msa_attn_cost, "dsa": dsa_cost}
+
+
+def op_cost(op: str, phase: str, n: int, arch: Arch, *, batch: int = 1, dtype: str = "float32",
+            impl: str = "fused") -> Cost:
+    """Cost of one call of an attention op (not the projections) for `batch` sequences."""
+    if op not in COSTS:
+        raise ValueError(f"op {op!r}: one of {', '.join(COSTS)}")
+    if phase not in PHASES or impl not in IMPLS:
+        raise ValueError(f"phase {phase!r} / impl {impl!r}: phases {PHASES}, impls {IMPLS}")
+    return COSTS[op](phase, int(n), arch, int(batch), dtype_bytes(dtype), impl)
+
+
+# --- layers and whole models ---------------------------------------------------------
+
+
+GLUE_OPS = {"S": 100, "W": 110, "L": 70, "M": 150, "D": 100}  # reference layer: torch ops besides attention and MoE
+
+
+def linear_params(arch: Arch, letter: str, moe: tuple[int, int, int] | None) -> float:
+    """Parameters one token multiplies by in one layer outside the attention op itself.
+
+    Scaled models (moe = (E, top_k, d_expert)): the layer's projections and its active experts.
+    Presets (moe None): the published active parameters spread evenly over the layers.
+    """
+    if moe is None:
+        return arch.active_params / arch.n_layers
+    C, H, G, D = arch.d_model, arch.n_heads, arch.n_kv_heads, arch.head_dim
+    E, K, F = moe
+    attn = {"S": C * H * D + C * 2 * G * D + H * D * C,
+            "W": C * H * D + C * 2 * G * D + H * D * C,
+            "L": C * 3 * H * D + C * H * D + H * D * C,
+            "M": C * H * D + C * 2 * G * D + H * D * C + C * G * arch.index_dim + C * arch.index_dim}[letter]
+    return attn + C * E + K * 2 * C * F
+
+
+def layer_cost(letter: str, phase: str, n: int, arch: Arch, *, batch: int = 1, dtype: str = "float32",
+               impl: str = "fused", moe: tuple[int, int, int] | None = None) -> Cost:
+    """One whole layer (attention op + projections + MoE) for `batch` sequences.
+
+    Linear work: 2 FLOPs per active parameter per token; weights read once per call (all experts
+    in a long prefill, only the active ones for one decoded token), activations in and out.
+    """
+    T = n if phase == "prefill" else 1
+    e = dtype_bytes(dtype)
+    P = linear_params(arch, letter, moe)
+    if moe is not None:
+        E, K, F = moe
+        touched = P - K * 2 * arch.d_model * F + min(E, K * batch * T) * 2 * arch.d_model * F
+    else:
+        touched = P
+    module_ops = 0.0
+    if impl == "reference":  # torch ops outside the attention op (counted with a dispatch counter):
+        E, K = (moe[0], moe[1]) if moe is not None else (1, 1)  # norms, projections, RoPE, cache, MoE loop
+        module_ops = GLUE_OPS[letter] + (14 * E if T > 1 else 2 * E + 12 * K)
+    kind = "matvec" if impl == "reference" and batch * T == 1 else "mm"  # one token: matrix-vector products
+    linear = Cost().add("projections + MoE", 2 * P * batch * T, e * (touched + 8 * batch * T * arch.d_model),
+                        0 if impl == "reference" else 10, kind=kind, module_ops=module_ops)
+    return op_cost(OPS[letter], phase, n, arch, batch=batch, dtype=dtype, impl=impl) + linear
+
+
+def model_cost(arch: Arch, phase: str, n: int, *, batch: int = 1, dtype: str = "bfloat16", impl: str = "fused",
+               attention_only: bool = False, moe=None) -> Cost:
+    """All layers of a model; attention_only drops the projections and MoE."""
+    total = Cost()
+    for letter in sorted(set(arch.layout)):
+        count = arch.count(letter)
+        if attention_only:
+            one = op_cost(OPS[letter], phase, n, arch, batch=batch, dtype=dtype, impl=impl)
+        else:
+            one = layer_cost(letter, phase, n, arch, batch=batch, dtype=dtype, impl=impl, moe=moe)
+        total = total + Cost([replace(t, what=f"{letter}: {t.what}") for t in one.scaled(count).terms])
+    return total

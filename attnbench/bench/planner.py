@@ -1,0 +1,67 @@
+"""Estimates for budget planning: seconds and bytes of a training step or an evaluation of a
+scaled model, from the cost model (no timing). For the tasks/eval planner:
+
+    hw = planner.machine()                         # this CPU, calibrated once per process
+    s = planner.step_seconds(cfg.model, cfg.attention["msa"], hw, batch=64, seq_len=256, train=True)
+    s = planner.prefill_seconds(cfg.model, cfg.attention["msa"], hw, batch=1, n=65536)
+    s = planner.decode_seconds(cfg.model, cfg.attention["msa"], hw, batch=1, n=65536)
+    b = planner.cache_bytes(cfg.model, cfg.attention["msa"], n=65536, dtype="float32")
+
+Training is costed as 3x the forward (backward ~ 2x forward, the usual 6N-vs-2N FLOPs rule);
+embedding and output head are added as one matmul each. These are estimates for deciding what
+fits a budget (exp=crossover measures how close the model is on this machine: within 2x for the
+ops), not measurements.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from . import costmodel, memory
+from .presets import from_model
+
+
+@lru_cache(maxsize=1)
+def machine():
+    """This CPU's calibrated roofline (measured once per process, a few seconds)."""
+    from .calibrate import calibrate, load_profile
+
+    return calibrate(load_profile("cpu"), min_run_time=0.1)[0]
+
+
+def _moe(m):
+    return (m.n_experts, m.top_k_experts, m.d_expert)
+
+
+def forward_cost(model_cfg, design_cfg, phase: str, n: int, *, batch: int = 1, dtype: str = "float32",
+                 impl: str = "reference") -> costmodel.Cost:
+    """Every layer plus the embedding lookup and the output head, for `batch` sequences."""
+    arch = from_model(model_cfg, design_cfg)
+    cost = costmodel.model_cost(arch, phase, n, batch=batch, dtype=dtype, impl=impl, moe=_moe(model_cfg))
+    T = n if phase == "prefill" else 1
+    e = memory.dtype_bytes(dtype)
+    V, C = model_cfg.vocab_size, model_cfg.d_model
+    return cost.add("head", 2 * batch * T * C * V, e * (V * C + batch * T * (C + V)), 3)
+
+
+def step_seconds(model_cfg, design_cfg, hw, *, batch: int, seq_len: int, train: bool = True,
+                 dtype: str = "float32", impl: str = "reference") -> float:
+    """One training step (forward + backward) or one full-sequence forward pass."""
+    fwd = forward_cost(model_cfg, design_cfg, "prefill", seq_len, batch=batch, dtype=dtype, impl=impl).seconds(hw, dtype)
+    return 3 * fwd if train else fwd
+
+
+def prefill_seconds(model_cfg, design_cfg, hw, *, batch: int = 1, n: int, dtype: str = "float32",
+                    impl: str = "reference") -> float:
+    return forward_cost(model_cfg, design_cfg, "prefill", n, batch=batch, dtype=dtype, impl=impl).seconds(hw, dtype)
+
+
+def decode_seconds(model_cfg, design_cfg, hw, *, batch: int = 1, n: int, dtype: str = "float32",
+                   impl: str = "reference") -> float:
+    """One generated token against a cache of n tokens."""
+    return forward_cost(model_cfg, design_cfg, "decode", n, batch=batch, dtype=dtype, impl=impl).seconds(hw, dtype)
+
+
+def cache_bytes(model_cfg, design_cfg, *, n: int, dtype: str = "float32", batch: int = 1) -> int:
+    """Bytes the model's cache holds after n tokens (exactly what ModelCache.nbytes() reports)."""
+    return batch * memory.cache_bytes(from_model(model_cfg, design_cfg), n, dtype)

@@ -1,0 +1,184 @@
+"""The timing sweep shared by exp=crossover and exp=msa_speedup.
+
+For each scope (op | layer), phase (prefill | decode), length n and layer letter (S L W M): predict
+the time with the cost model; then, group by group (the letters of one (scope, phase, n) timed
+one after the other, in the same process, under the same load; cheapest groups first), skip a cell
+if one call would exceed bench.max_call_s or the rest of the run's budget, else time it and record
+latency/<phase>_ms with the prediction beside the measurement. Cells are resumable.
+
+Returns a pandas DataFrame of every cell (measured or skipped) for the crossover analysis.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import pandas as pd
+import torch
+
+from attnbench.kernels import choose
+
+from . import costmodel
+from .gate import check
+from .presets import from_model
+from .timing import time_fn
+from .workloads import OP_OF, layer_call, make_block, op_call
+
+SINGLE = {"S": "softmax", "L": "lightning", "W": "sliding_window", "M": "msa"}
+
+
+@dataclass
+class Budget:
+    deadline: float  # time.perf_counter() value after which nothing new starts
+    reserve_s: float = 0.0
+
+    def left(self) -> float:
+        return self.deadline - time.perf_counter() - self.reserve_s
+
+
+def letter_designs(cfg, letters: str) -> dict[str, str]:
+    """The single-letter design whose attention settings a letter's op and layer use."""
+    out = {}
+    for letter in letters:
+        name = SINGLE[letter]
+        if name not in cfg.attention or cfg.attention[name].layout != letter:
+            raise ValueError(f"attention.{name} with layout {letter!r} is needed to time {letter} layers")
+        out[letter] = name
+    return out
+
+
+def impl_of(backend: str) -> str:
+    return "reference" if backend == "reference" else "fused"
+
+
+def gate(ctx, letters: str) -> dict[str, bool]:
+    """Check every op before timing it; record gate/rel_error (failed: its cells are skipped)."""
+    passed = {}
+    for letter in letters:
+        design = SINGLE[letter]
+        backend = choose(OP_OF[letter], ctx.cfg.backend, ctx.device)
+        if not ctx.cfg.bench.check_ops:
+            passed[letter] = True
+            ctx.record(design, "gate/rel_error", None, "relative", "skipped", backend=backend, note="bench.check_ops=false")
+            continue
+        ok, err = check(letter, device=ctx.device, backend=ctx.cfg.backend)
+        passed[letter] = ok
+        ctx.record(design, "gate/rel_error", err, "relative", "measured" if ok else "failed", backend=backend,
+                   op=OP_OF[letter], note="dense fp64 formula, T=200 and T=1 of S=200, D=24, GQA 4/2")
+        ctx.console.print(f"  gate {OP_OF[letter]:<15} backend={backend:<9} max rel err {err:.1e} {'ok' if ok else 'FAILED'}")
+    return passed
+
+
+def _previous(ctx) -> dict[str, dict]:
+    """Latency records of cells an earlier run in this directory finished, by cell key."""
+    from attnbench.results import read_jsonl
+
+    if not ctx.recorder.path.exists():
+        return {}
+    return {r["cell"]: r for r in read_jsonl(ctx.recorder.path)
+            if r.get("cell") and str(r.get("metric", "")).startswith("latency/")}
+
+
+def run(ctx, hw, letters: str, passed: dict[str, bool], budget: Budget, *, scopes=None,
+        lens: dict[str, list[int]] | None = None) -> pd.DataFrame:
+    cfg, dev, b = ctx.cfg, ctx.device, ctx.cfg.bench
+    dtype = getattr(torch, b.dtype)
+    scopes = list(scopes or b.scopes)
+    lens = lens or {"prefill": list(b.prefill_lens), "decode": list(b.decode_lens)}
+    designs = letter_designs(cfg, letters)
+    archs = {L: from_model(cfg.model, cfg.attention[designs[L]]) for L in letters}
+    moe = (cfg.model.n_experts, cfg.model.top_k_experts, cfg.model.d_expert)
+    blocks = {}
+    done = _previous(ctx)
+    rows = []
+    # every cell with its prediction, grouped by (scope, phase, n): a group's designs are timed
+    # together; groups run cheapest first, so a short budget drops the most expensive cells
+    groups: dict[tuple, list[dict]] = {}
+    for scope in scopes:
+        for phase in ("prefill", "decode"):
+            for n in lens[phase]:
+                for L in letters:
+                    op, design, arch = OP_OF[L], designs[L], archs[L]
+                    backend = choose(op, cfg.backend, dev)
+                    impl = impl_of(backend)
+                    if scope == "op":
+                        cost = costmodel.op_cost(op, phase, n, arch, batch=b.batch, dtype=b.dtype, impl=impl)
+                    else:
+                        cost = costmodel.layer_cost(L, phase, n, arch, batch=b.batch, dtype=b.dtype, impl=impl, moe=moe)
+                    groups.setdefault((scope, phase, n), []).append(
+                        dict(scope=scope, phase=phase, n=n, letter=L, op=op, design=design, backend=backend, impl=impl,
+                             predicted_ms=1e3 * cost.seconds(hw, b.dtype)))
+    def group_cost(key):  # seconds the cells that will run cost (a cell over max_call_s is skipped anyway)
+        return sum(c["predicted_ms"] for c in groups[key] if c["predicted_ms"] <= 1e3 * b.max_call_s)
+    for key in sorted(groups, key=group_cost):
+        for row in groups[key]:
+            rows.append(_cell(ctx, row, done, blocks, budget, passed, archs, dtype))
+    return pd.DataFrame(rows)
+
+
+def _cell(ctx, row: dict, done: dict, blocks: dict, budget: Budget, passed: dict, archs: dict, dtype) -> dict:
+    """Time one cell (or skip it, or take it from an earlier run); record it; return its row."""
+    cfg, dev, b = ctx.cfg, ctx.device, ctx.cfg.bench
+    scope, phase, n, L, op, design, backend, impl = (row[k] for k in ("scope", "phase", "n", "letter", "op", "design",
+                                                                       "backend", "impl"))
+    predicted = row["predicted_ms"] / 1e3
+    metric = f"latency/{phase}_ms"
+    cell = ctx.cell(metric=metric, scope=scope, n=n, letter=L, backend=backend, dtype=b.dtype)
+    if cell.done and cell.key in done:
+        prev = done[cell.key]
+        return {**row, "status": prev["status"], "median_ms": prev["value"], "p25_ms": prev.get("p25_ms"),
+                "p75_ms": prev.get("p75_ms")}
+    reason = None
+    if not passed.get(L, False):
+        reason = "op failed its correctness gate"
+    elif predicted > b.max_call_s:
+        reason = f"predicted {predicted:.1f} s per call > bench.max_call_s={b.max_call_s}"
+    elif predicted * (b.repeats + 1) * b.max_rel_error > budget.left():  # warm-up + repeats, model error allowed
+        reason = (f"predicted {predicted * (b.repeats + 1):.0f} s (x{b.max_rel_error} model error) for the cell > "
+                  f"{budget.left():.0f} s of budget left")
+    fields = dict(context_len=n, scope=scope, op=op, backend=backend, dtype=b.dtype, predicted_ms=1e3 * predicted,
+                  impl=impl, layout=L)
+    if reason:
+        cell.record(design, metric, None, "ms", "skipped", reason=reason, **fields)
+        cell.commit()
+        return {**row, "status": "skipped", "median_ms": None}
+    if scope == "op":
+        fn = op_call(L, phase, n, archs[L], batch=b.batch, dtype=dtype, device=dev, backend=cfg.backend, seed=cfg.seed)
+    else:
+        if L not in blocks:
+            blocks[L] = make_block(cfg.model, cfg.attention[design], L, dtype=dtype, device=dev)
+        fn = layer_call(blocks[L], phase, n, batch=b.batch, dtype=dtype, device=dev, seed=cfg.seed)
+    t = time_fn(fn, dev, min_run_time=b.min_run_time, repeats=b.repeats)
+    del fn
+    cell.record(design, metric, t.median_ms, "ms", "measured", p25_ms=t.p25_ms, p75_ms=t.p75_ms, n=t.n,
+                method=t.method, load=t.load, **fields)
+    cell.commit()
+    ctx.console.print(f"  {scope:<5} {phase:<7} n={n:>7} {op:<15} {t.median_ms:>10.2f} ms "
+                      f"(pred {1e3 * predicted:>9.2f}, x{1e3 * predicted / t.median_ms:.2f}) load {t.load:.1f}")
+    return {**row, "status": "measured", "median_ms": t.median_ms, "p25_ms": t.p25_ms, "p75_ms": t.p75_ms}
+
+
+def record_model_errors(ctx, df: pd.DataFrame) -> pd.DataFrame:
+    """costmodel/rel_error = predicted / measured for every measured cell with n >= validate_from."""
+    b = ctx.cfg.bench
+    m = df[(df.status == "measured") & (df.n >= b.validate_from)].copy()
+    m["ratio"] = m.predicted_ms / m.median_ms
+    for r in m.itertuples():
+        within = 1 / b.max_rel_error <= r.ratio <= b.max_rel_error
+        ctx.record(r.design, "costmodel/rel_error", float(r.ratio), "predicted/measured", "measured", op=r.op,
+                   phase=r.phase, scope=r.scope, context_len=int(r.n), backend=r.backend, within=bool(within),
+                   bound=b.max_rel_error, layout=r.letter)
+    return m
+
+
+def design_times(df: pd.DataFrame, layout: str) -> pd.DataFrame:
+    """Per-layer time of a design = mean over its layout of its letters' measured times, at the
+    lengths where every letter it needs was measured. Columns: scope, phase, n, ms."""
+    need = sorted(set(layout))
+    m = df[(df.status == "measured") & df.letter.isin(need)]
+    wide = m.pivot_table(index=["scope", "phase", "n"], columns="letter", values="median_ms")
+    wide = wide.dropna(subset=[c for c in need if c in wide.columns]) if set(need) <= set(wide.columns) else wide.iloc[0:0]
+    weights = {c: layout.count(c) / len(layout) for c in need}
+    ms = sum(wide[c] * w for c, w in weights.items()) if len(wide) else pd.Series(dtype=float)
+    return ms.rename("ms").reset_index() if len(wide) else pd.DataFrame(columns=["scope", "phase", "n", "ms"])

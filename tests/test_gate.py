@@ -1,0 +1,36 @@
+"""The correctness gate passes the references and catches a wrong op."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from attnbench.bench import gate
+
+
+@pytest.mark.parametrize("letter", "SLWM")
+def test_references_pass(letter):
+    ok, err = gate.check(letter, device=torch.device("cpu"), backend="reference")
+    assert ok and err < 1e-5
+
+
+def test_a_wrong_op_fails(monkeypatch):
+    # non-causal attention where causal is required
+    monkeypatch.setattr(gate, "softmax_attn", lambda q, k, v, backend: F.scaled_dot_product_attention(q, k, v, enable_gqa=True))
+    ok, err = gate.check("S", device=torch.device("cpu"))
+    assert not ok and err > 1e-2
+    # a sliding window one token too wide
+    from attnbench.kernels import sliding_window_attn
+
+    monkeypatch.setattr(gate, "sliding_window_attn", lambda q, k, v, w, backend: sliding_window_attn(q, k, v, w + 1))
+    assert not gate.check("W", device=torch.device("cpu"))[0]
+
+
+def test_a_wrong_block_choice_fails(monkeypatch):
+    from attnbench.kernels import msa_select
+
+    def worst_blocks(iq, ik, bs, k, backend):  # selects the lowest-scoring blocks instead
+        return msa_select(-iq, ik, bs, k)
+    monkeypatch.setattr(gate, "msa_select", worst_blocks)
+    assert not gate.check("M", device=torch.device("cpu"))[0]
