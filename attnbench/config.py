@@ -127,7 +127,7 @@ class TrainConfig:
     advance_at: float = 0.9  # rolling query accuracy that moves the curriculum to the next stage
     floor: float = 0.95  # rolling accuracy at the last stage that ends training early
     window: int = 25  # steps in the rolling accuracy
-    patience: int = 4000  # stop when no stage was passed for this many steps (status "stalled")
+    patience: int = 2000  # stop when no stage was passed for this many steps (status "stalled")
     checkpoint_every: int = 100
     log_every: int = 10
     budget: str = "3h"  # wall-clock limit per design
