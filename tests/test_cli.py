@@ -65,7 +65,7 @@ def test_smoke_runs_end_to_end_under_a_minute(tmp_path):
     stages = [l for l in res.stderr.splitlines() if l.startswith(("completed in", "report:", "W&B:"))]
     assert elapsed < 60, f"smoke took {elapsed:.1f} s: " + " | ".join(stages)
     lines = [json.loads(l) for l in (tmp_path / "run" / "results.jsonl").read_text().splitlines()]
-    header, records = lines[0], lines[1:]
+    header, records = lines[0], [l for l in lines[1:] if l["type"] == "record"]
     assert header["type"] == "header" and header["config_hash"] and header["git"] and header["hardware"]["cpu_count"]
     for r in records:
         for key in ("exp", "design", "layout", "metric", "value", "unit", "status"):
