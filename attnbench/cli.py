@@ -47,12 +47,34 @@ def one_line(ex: BaseException) -> str:
     return " ".join(str(ex).split())
 
 
+def check_group_choices(overrides: list[str]) -> None:
+    """A config-group override must name a config: Hydra parses `+exp=false` as a bool and
+    fails with a ValueError that names no field, so catch that here, before composing."""
+    from importlib.resources import files
+
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    conf = files("attnbench.conf")
+    try:
+        parsed = OverridesParser.create().parse_overrides(overrides)
+    except HydraException:
+        return  # a syntax error: Hydra's own message names the override
+    for o in parsed:
+        group = o.key_or_group
+        if o.is_sweep_override() or "@" in group or not conf.joinpath(group).is_dir():
+            continue
+        if not isinstance(o.value(), (str, list, dict)) and not o.is_delete():
+            options = sorted(f.name.removesuffix(".yaml") for f in conf.joinpath(group).iterdir() if f.name.endswith(".yaml"))
+            raise ConfigError(group, o.input_line.split("=", 1)[-1], f"one of {', '.join(options)}")
+
+
 def config_error(overrides: list[str]) -> str | None:
     """Compose and validate ``overrides`` as the CLI does; the one-line error, or None if valid."""
     from hydra import compose, initialize_config_module
 
     with initialize_config_module(config_module="attnbench.conf", version_base="1.3"):
         try:
+            check_group_choices(overrides)
             config_mod.validate(compose(config_name="config", overrides=overrides))
         except (ConfigError, HydraException, OmegaConfBaseException) as ex:
             return one_line(ex)
@@ -187,6 +209,7 @@ def main(argv: list[str] | None = None) -> None:
     os.environ["HYDRA_FULL_ERROR"] = "1"
     sys.argv = [sys.argv[0] if sys.argv else "attnbench", *argv]
     try:
+        check_group_choices([a for a in argv if not a.startswith("-")])
         hydra_entry()
     except (ConfigError, HydraException, OmegaConfBaseException) as ex:
         print(f"attnbench: config error: {one_line(ex)}", file=sys.stderr)

@@ -268,8 +268,8 @@ def msa_select_cost(phase, n, a: Arch, B, e, impl) -> Cost:
     tiles = float(np.where(n_cand > 0, np.ceil(keys / k_step), 0).sum())
     score_el = float((rows * keys).sum()) * B * G  # token scores, computed tile by tile in fp32
     block_el = float((rows * n_cand).sum()) * B * G  # block scores
-    # torch ops (views included): ~12 a key tile (slice, matmul, unflatten, amax), ~20 a query tile
-    c.add("index scores", 2 * Di * score_el, 2 * F32 * score_el + e * B * Di * float(keys.sum()), 12 * tiles,
+    # torch ops (views included): 5 a key tile (slice, matmul, view, amax into a slice), ~20 a query tile
+    c.add("index scores", 2 * Di * score_el, 2 * F32 * score_el + e * B * Di * float(keys.sum()), 5 * tiles,
           kind="matvec" if T == 1 else "small")
     c.add("top-k", 0, 4 * F32 * block_el, 20 * len(t0) + 10, kind="vec")
     return c
@@ -295,20 +295,24 @@ def msa_attn_cost(phase, n, a: Arch, B, e, impl) -> Cost:
         c.add("selection mask", 0, 2 * masks, 23, kind="vec")
         return attention(c, "attention", B, H, D, T * S, e * B * 2 * H * T * D + B * H * T * S, 2,
                          kv=kv_reads(B, H, G, S, D, e, True), kind="matvec" if T == 1 else "mm")
-    runs = B * G * math.ceil(T / QUERY_CHUNK)  # Python passes over (batch, group, query chunk)
-    blocks = runs * min(-(-S // bs), pairs / runs)  # one QK and one PV matmul per block some query selected
-    grid = pairs * Hg * bs * F32  # a (pairs, Hg, bs) fp32 scores / probabilities tensor
-    qp = pairs * Hg * D * F32  # gathered queries, and the per-pair outputs
-    idx = pairs * bs * 8  # (pairs, bs) int64 key positions
-    per_run = lambda x: x / runs
-    # torch ops (views included): ~7 per block matmul (two a block), ~80 per pass
-    c.add("gather queries", 0, 2 * qp, 20 * runs, kind="vec", alloc=qp, alloc_each=per_run(qp))
-    c.add("block QK", 2 * Hg * D * bs * pairs, qp + grid + e * B * G * S * D, 7 * blocks, kind="mm")
-    c.add("score grids", 0, 20 * grid, 30 * runs, kind="vec", alloc=10 * grid, alloc_each=per_run(grid))
-    c.add("key positions", 0, 6 * idx, 15 * runs, kind="vec", alloc=2 * idx, alloc_each=per_run(idx))
-    c.add("softmax (exp)", pairs * Hg * bs, 0, 0, kind="exp")
-    c.add("block PV", 2 * Hg * D * bs * pairs, grid + qp + e * B * G * S * D, 7 * blocks, kind="mm")
-    c.add("scatter outputs", 0, 4 * qp, 15 * runs, kind="vec", alloc=qp, alloc_each=per_run(qp))
+    # _sparse: _local (each query's own block, causal, all query blocks of a chunk in one GEMM
+    # pair) starts an online softmax; _remote folds in the other selected blocks block-major, one
+    # Python pass per (batch, group) and one GEMM pair per key block that some query selected.
+    chunks = math.ceil(T / QUERY_CHUNK)
+    rows = B * G * (T + chunks * bs)  # query rows of the local pass (padded to whole blocks)
+    grid = rows * Hg * bs * F32  # its (rows, Hg, bs) fp32 scores / probabilities
+    acc = B * H * T * (D + 2) * F32  # running o, m, l
+    c.add("local block", 4 * Hg * D * bs * rows, 6 * grid + 3 * acc + e * B * (H * T * D + 2 * G * S * D),
+          25 * chunks, kind="small", alloc=3 * grid, alloc_each=grid / chunks)
+    remote = max(pairs - B * G * T, 0.0)  # (query, earlier block) pairs
+    runs = B * G
+    blocks = runs * min(max(S // bs - 1, 0), remote / runs)  # key blocks some query selected
+    # per pair: its query rows gathered, its scores (6 passes), o / l / m gathered, rescaled, put back
+    c.add("remote blocks", 4 * Hg * D * bs * remote,
+          remote * Hg * (6 * bs + 8 * D + 12) * F32 + e * 2 * B * G * S * D, 28 * blocks + 25 * runs, kind="small")
+    c.add("softmax (exp)", rows * Hg * bs + remote * Hg * (bs + 1), 0, 0, kind="exp")
+    c.add("pair sort", 0, 10 * 8 * (remote + B * G * T), 0, kind="vec")
+    c.add("normalise", 0, 2 * acc + 2 * B * H * T * D * F32, 3, kind="vec")
     return c
 
 

@@ -68,12 +68,10 @@ def filled_cache(block: Block, n: int, *, batch: int, dtype: torch.dtype, device
     if letter in "SM":
         k = r(batch, attn.Hkv if letter == "S" else attn.G, n, attn.D)
         v = torch.randn_like(k)
-        cache.reserve(k, v, n + 1)
+        cache.reserve(n + 1)  # room for the decode step's token, allocated once
         cache.append(k, v)
         if letter == "M":
-            ik = r(batch, n, attn.Di)
-            cache.ik.reserve(ik, n + 1)
-            cache.ik.append(ik)
+            cache.ik.append(r(batch, n, attn.Di))
     elif letter == "W":
         k = r(batch, attn.Hkv, min(n, attn.window), attn.D)
         cache.write(k, torch.randn_like(k))
