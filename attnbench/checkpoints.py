@@ -1,6 +1,6 @@
 """Trained-model checkpoints: cached by a hash of everything that determines them.
 
-Lookup order for a key: the checkpoints shipped with attnbench (attnbench/checkpoints/,
+Lookup order for a key: the checkpoints shipped with attnbench (attnbench/trained/,
 each with its training record), then the user cache ($ATTNBENCH_CACHE or
 ~/.cache/attnbench/checkpoints/). Every write is atomic (temp file, fsync, rename), so a
 killed run never leaves a torn checkpoint behind.
@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-SHIPPED = Path(__file__).resolve().parent / "checkpoints"
+SHIPPED = Path(__file__).resolve().parent / "trained"
 
 
 def cache_root() -> Path:
