@@ -52,3 +52,11 @@ def test_joblib_sweep_runs_each_seed_in_its_own_directory(tmp_path):
     assert res.returncode == 0, res.stderr[-3000:]
     dirs = sorted(p.parent.name for p in (tmp_path / "sweep").rglob("results.jsonl"))
     assert dirs == ["design=softmax,seed=0", "design=softmax,seed=1", "design=softmax,seed=2"]
+    # the three runs merge into one report whose records carry every seed
+    from attnbench.report.data import load
+
+    rep = subprocess.run([sys.executable, "-m", "attnbench", "report", str(tmp_path / "sweep"), "--no-pdf"],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert rep.returncode == 0, rep.stderr[-3000:]
+    assert (tmp_path / "sweep" / "report.html").is_file()
+    assert sorted(load([tmp_path / "sweep"]).records["seed"].dropna().unique().tolist()) == [0, 1, 2]
