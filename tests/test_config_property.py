@@ -55,7 +55,9 @@ def invalid(draw):
     if kind == 10:
         return [f"+exp={exp}", f"device={draw(names.filter(lambda s: s not in ('auto', 'cpu', 'cuda')))}"], "device"
     if kind == 11:
-        return [f"+exp={exp}", f"model.top_k_experts={draw(st.integers(5, 64))}"], "model.top_k_experts"
+        experts = draw(st.integers(1, 16))  # set here: experiments choose their own expert counts
+        top_k = draw(st.integers(experts + 1, 64))
+        return [f"+exp={exp}", f"model.n_experts={experts}", f"model.top_k_experts={top_k}"], "model.top_k_experts"
     if kind == 12:
         return [f"+exp={exp}", f"train.lr={draw(st.floats(-1.0, 0.0))}"], "train.lr"
     bad = draw(names.filter(lambda s: s not in EXPS))
