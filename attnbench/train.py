@@ -222,7 +222,8 @@ def train(cfg, design_name: str, device, *, key: str | None = None) -> Trained:
                    "task": OmegaConf.to_container(cfg.task, resolve=True),
                    "train": OmegaConf.to_container(cfg.train, resolve=True), "seed": cfg.seed},
         "git": git_commit(),
-        "command": f"python -m attnbench +exp=train design={design_name} seed={cfg.seed}",
+        "command": f"python -m attnbench +exp=train design={design_name} seed={cfg.seed} "
+                   f"train.budget={tc.budget} train.patience={tc.patience}",  # the limits are not in the key
     }
     if state["status"] != "failed":  # a finished (or given-up) model is usable; a diverged one is not
         checkpoints.save_torch(folder / "final.pt", model.state_dict())
