@@ -105,8 +105,11 @@ def run_grid(ctx, grid: Grid) -> None:
     skipped.sort(key=lambda c: (c[0]["context_len"], names.index(c[0]["design"])))
 
     for coords, est, reason in skipped:
-        cell = ctx.cell(**coords, part="skip", budget=cfg.exp.budget, reason=reason)
-        if not cell.done:
+        # keyed without the reason (its minutes-left differ between runs), and not recorded over
+        # samples an earlier run of this command measured: a rerun adds no second verdict
+        cell = ctx.cell(**coords, part="skip", budget=cfg.exp.budget)
+        measured = any(ctx.cell(**coords, sample=i, part="eval").done for i in range(cfg.eval.haystacks))
+        if not cell.done and not measured:
             cell.record(coords["design"], grid.metric, None, "fraction", "skipped", task=grid.task, train_len=train_len,
                         context_len=coords["context_len"], note=reason, **{k: v for k, v in coords.items() if k not in ("design", "context_len")},
                         **est.as_fields())
