@@ -119,6 +119,8 @@ def run_grid(ctx, grid: Grid) -> None:
     columns = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("{task.fields[note]}")]
     with Progress(*columns, console=ctx.console, transient=False) as progress:
         bar = progress.add_task("evaluating", total=len(planned), note="")
+        if not ctx.console.is_terminal:  # a log file gets no live bar: one line per finished cell instead
+            progress.update = _logged(progress.update, ctx.console, len(planned))
         for coords, i, est in planned:
             cell = ctx.cell(**coords, sample=i, part="eval")
             label = f"{coords['design']} n={coords['context_len']:,} #{i}"
@@ -165,6 +167,19 @@ def run_grid(ctx, grid: Grid) -> None:
             progress.update(bar, advance=1, note=f"{label}: acc {acc:.2f}, prefill {costs['prefill_s']:.1f} s")
 
     aggregate(ctx, grid, train_len)
+
+
+def _logged(update, console, total: int):
+    """progress.update that also prints a timestamped line whenever a cell finishes."""
+    done = 0
+
+    def wrapped(task, advance: float = 0, note: str = "", **kw):
+        nonlocal done
+        update(task, advance=advance, note=note, **kw)
+        if advance:
+            done += int(advance)
+            console.print(f"  [{time.strftime('%H:%M:%S')}] {done}/{total} {note}")
+    return wrapped
 
 
 def _grid_depth(depth: float | None, grid: list[float]) -> float | None:
