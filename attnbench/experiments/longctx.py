@@ -123,7 +123,8 @@ def run_grid(ctx, grid: Grid) -> None:
             progress.update = _logged(progress.update, ctx.console, len(planned))
         for coords, i, est in planned:
             cell = ctx.cell(**coords, sample=i, part="eval")
-            label = f"{coords['design']} n={coords['context_len']:,} #{i}"
+            extra = "".join(f" {k}={v}" for k, v in coords.items() if k not in ("design", "context_len"))
+            label = f"{coords['design']} n={coords['context_len']:,}{extra} #{i}"
             if cell.done:
                 progress.update(bar, advance=1, note=f"{label}: recorded earlier")
                 continue
