@@ -132,6 +132,10 @@ def test_claim_verdicts_follow_the_records(tmp_path):
     verdicts = {c.id: v for c, v in claims_mod.judge_all(df)}
     assert verdicts["C1"].verdict == "supported" and verdicts["C1"].projected_only
     assert verdicts["C2"].verdict == "not supported"  # fixture hybrid: 0.80 at 4x the training length
+    # ... unless the hybrid never learned the task at its training length: then nothing is shown
+    untrained = pd.concat([df, df[df["metric"] == "niah/acc"].head(1).assign(
+        metric="train/acc", design="lightning_hybrid", value=0.14, v=0.14, status="measured")], ignore_index=True)
+    assert claims_mod.judge_c2(untrained).verdict == "inconclusive"
     assert verdicts["C3"].verdict == "supported"
     assert verdicts["C4"].verdict == "supported"  # analytic 4K, measured 32K
     assert verdicts["C5"].verdict == "supported" and verdicts["C5"].projected_only  # analytic 9x / 14x at 1M

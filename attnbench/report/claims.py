@@ -96,6 +96,9 @@ def _longest_common(df: pd.DataFrame, a: str, b: str) -> float:
     return max(common) if common else float("nan")
 
 
+LEARNED = 0.9  # train/acc at the training length below which a design "did not learn the task"
+
+
 def judge_c2(df: pd.DataFrame) -> Verdict:
     d = _ok(metric(df, "niah/acc"))
     d = d[d["design"] == "lightning_hybrid"]
@@ -119,7 +122,13 @@ def judge_c2(df: pd.DataFrame) -> Verdict:
         return v
     factor = longest / train
     v.evidence.append(f"trained at {fmt_len(train)}: tested at {factor:g}x the training length (claim: 4x)")
-    if acc.mean() < 0.9:
+    learned = _acc(df, "train/acc", "lightning_hybrid")
+    if pd.notna(learned) and learned < LEARNED:
+        # a model that cannot retrieve at its own training length says nothing about extrapolation
+        v.evidence.append(f"lightning_hybrid single-needle accuracy at its training length: {learned:.3f} "
+                          f"(below {LEARNED}: it did not learn the task)")
+        v.verdict = INCONCLUSIVE
+    elif acc.mean() < 0.9:
         v.verdict = NOT_SUPPORTED
     elif factor < 4:
         v.verdict = INCONCLUSIVE
