@@ -90,10 +90,10 @@ def test_smoke_runs_end_to_end_under_a_minute(tmp_path):
 
 @pytest.mark.slow
 def test_ctrl_c_leaves_a_partial_report_and_disabled_wandb_writes_nothing(tmp_path):
-    # exp.seq_len=384 makes each design take seconds (step-by-step decode), so the run is still
-    # going when Ctrl-C arrives; at the default 64 a quiet machine finished before the signal
-    proc = subprocess.Popen([sys.executable, "-m", "attnbench", "+exp=smoke", "exp.seq_len=384", "report.pdf=false",
-                             "wandb.mode=disabled", f"hydra.run.dir={tmp_path}/run"], cwd=tmp_path, stdout=subprocess.PIPE,
+    proc = subprocess.Popen([sys.executable, "-m", "attnbench", "+exp=smoke", "report.pdf=false", "wandb.mode=disabled",
+                             f"hydra.run.dir={tmp_path}/run"], cwd=tmp_path, stdout=subprocess.PIPE,
+                            # a shell's background job (nohup ... &) ignores SIGINT, and so would the child
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
                             stderr=subprocess.PIPE, text=True)
     results = tmp_path / "run" / "results.jsonl"
     deadline = time.monotonic() + 120
