@@ -130,3 +130,28 @@ def test_wilson_interval():
     assert lo == 0.0 and 0.27 < hi < 0.31
     lo, hi = wilson(50, 100)
     assert lo == pytest.approx(0.404, abs=0.002) and hi == pytest.approx(0.596, abs=0.002)
+
+
+def test_needle_run_with_the_shipped_softmax_model_resumes_without_repeating_cells(tmp_path):
+    """The needle_4m flow end to end (shipped checkpoint, planner, streaming eval, aggregation),
+    then the same command again: every evaluated cell is recorded earlier, no record doubles."""
+    import os
+
+    cmd = [sys.executable, "-m", "attnbench", "+exp=needle_4m", "eval.context_lens=[1024,2048]", "exp.designs=[softmax]",
+           "eval.train_len_samples=10", "exp.budget=2m", "wandb.mode=disabled", "report.enabled=false",
+           f"hydra.run.dir={tmp_path}/run"]
+    env = {**os.environ, "ATTNBENCH_CACHE": str(tmp_path / "cache")}
+    first = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert "using shipped checkpoint" in first.stdout + first.stderr
+    records = lambda: [json.loads(l) for l in (tmp_path / "run" / "results.jsonl").read_text().splitlines()
+                       if json.loads(l).get("type") == "record"]
+    before = records()
+    acc = [r for r in before if r["metric"] == "niah/acc" and r.get("depth") is None]
+    assert sorted(r["context_len"] for r in acc) == [1024, 2048] and all(r["n"] == 10 for r in acc)
+    second = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert second.returncode == 0, second.stderr[-3000:]
+    out = second.stdout + second.stderr
+    cell_lines = [l for l in out.splitlines() if l.lstrip().startswith("[")]  # one a finished cell (no terminal)
+    assert len(cell_lines) == 4 and all(l.endswith("recorded earlier") for l in cell_lines), cell_lines
+    assert len(records()) == len(before)

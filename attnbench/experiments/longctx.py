@@ -119,14 +119,18 @@ def run_grid(ctx, grid: Grid) -> None:
     columns = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("{task.fields[note]}")]
     with Progress(*columns, console=ctx.console, transient=False) as progress:
         bar = progress.add_task("evaluating", total=len(planned), note="")
-        if not ctx.console.is_terminal:  # a log file gets no live bar: one line per finished cell instead
-            progress.update = _logged(progress.update, ctx.console, len(planned))
+
+        def finished(note: str) -> None:
+            progress.update(bar, advance=1, note=note)
+            if not ctx.console.is_terminal:  # a log file gets no live bar: one line per finished cell instead
+                ctx.console.print(f"  [{time.strftime('%H:%M:%S')}] {progress.tasks[bar].completed:.0f}/{len(planned)} {note}")
+
         for coords, i, est in planned:
             cell = ctx.cell(**coords, sample=i, part="eval")
             extra = "".join(f" {k}={v}" for k, v in coords.items() if k not in ("design", "context_len"))
             label = f"{coords['design']} n={coords['context_len']:,}{extra} #{i}"
             if cell.done:
-                progress.update(bar, advance=1, note=f"{label}: recorded earlier")
+                finished(f"{label}: recorded earlier")
                 continue
             left = budget - (time.perf_counter() - start)
             if est.seconds > left:  # estimates were optimistic: stop spending what we don't have
@@ -136,7 +140,7 @@ def run_grid(ctx, grid: Grid) -> None:
                                  context_len=coords["context_len"], sample=i,
                                  note=f"budget ran out: ~{est.seconds:.0f} s needed, {max(0, left):.0f} s left", **est.as_fields())
                     cell2.commit()
-                progress.update(bar, advance=1, note=f"{label}: skipped, budget")
+                finished(f"{label}: skipped, budget")
                 continue
             progress.update(bar, note=f"{label} (est {est.seconds:.0f} s)")
             group = {k: v for k, v in coords.items() if k not in ("design", "context_len")}
@@ -165,22 +169,9 @@ def run_grid(ctx, grid: Grid) -> None:
             cell.record(coords["design"], "eval/cache_bytes", costs["cache_bytes"], "bytes", **common)
             cell.commit()
             acc = sum(r.correct for r in results) / max(1, len(results))
-            progress.update(bar, advance=1, note=f"{label}: acc {acc:.2f}, prefill {costs['prefill_s']:.1f} s")
+            finished(f"{label}: acc {acc:.2f}, prefill {costs['prefill_s']:.1f} s")
 
     aggregate(ctx, grid, train_len)
-
-
-def _logged(update, console, total: int):
-    """progress.update that also prints a timestamped line whenever a cell finishes."""
-    done = 0
-
-    def wrapped(task, advance: float = 0, note: str = "", **kw):
-        nonlocal done
-        update(task, advance=advance, note=note, **kw)
-        if advance:
-            done += int(advance)
-            console.print(f"  [{time.strftime('%H:%M:%S')}] {done}/{total} {note}")
-    return wrapped
 
 
 def _grid_depth(depth: float | None, grid: list[float]) -> float | None:
