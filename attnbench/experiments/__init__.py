@@ -11,6 +11,7 @@ import importlib
 EXPERIMENTS = {
     "smoke": "attnbench.experiments.smoke",
     "train": "attnbench.experiments.train",
+    "plateau_probe": "attnbench.experiments.train",  # the same runner on the first stage only (conf/exp/plateau_probe.yaml)
     "needle_4m": "attnbench.experiments.needle_4m",
     "multihop": "attnbench.experiments.multihop",
     "kernels_cpu": "attnbench.experiments.kernels_cpu",
