@@ -64,9 +64,10 @@ def checkpoint_key(cfg, design: str) -> str:
     })
 
 
-def lr_at(step: int, tc) -> float:
-    if step < tc.warmup:
-        return tc.lr * (step + 1) / tc.warmup
+def lr_at(step: int, tc, warm_from: int = 0) -> float:
+    """Linear warm-up from ``warm_from`` (0, or the step a continued run took over), then cosine to max_steps."""
+    if step - warm_from < tc.warmup:
+        return lr_at(max(step, tc.warmup), tc) * (step - warm_from + 1) / tc.warmup
     progress = min(1.0, (step - tc.warmup) / max(1, tc.max_steps - tc.warmup))
     return tc.lr * (tc.min_lr_ratio + (1 - tc.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * progress)))
 
@@ -162,6 +163,8 @@ class TrainState:
     stage_starts: list = field(default_factory=lambda: [0])  # step at which each stage was entered
     status: str = "running"  # done | stalled | tokens | budget | max_steps | failed
     reached_floor: bool = False
+    warm_from: int = 0  # the lr warms up again from here (a run continued from a shorter curriculum)
+    continued_from: str | None = None  # checkpoint key of that shorter curriculum's model
     failure: str | None = None
     rolling: list = field(default_factory=list)  # the last `window` step accuracies
 
@@ -206,6 +209,28 @@ def command_line(cfg, design_name: str) -> str:
     return " ".join(["python -m attnbench +exp=train", f"design={design_name}", f"seed={cfg.seed}", *overrides])
 
 
+def prefix_model(cfg, design_name: str) -> tuple[Path, dict, int] | None:
+    """A finished model of a shorter curriculum that this one extends, everything else equal.
+
+    multihop's curriculum is needle_4m's plus chain stages: its models start from the needle
+    models (shipped or cached) instead of training those stages again. Returns (folder,
+    record, stages it covers) of the longest such prefix, or None.
+    """
+    import copy
+    import json
+
+    from omegaconf import open_dict
+
+    for n in range(len(cfg.train.stages) - 1, 0, -1):
+        short = copy.deepcopy(cfg)
+        with open_dict(short):
+            short.train.stages = cfg.train.stages[:n]
+        found = checkpoints.find(design_name, checkpoint_key(short, design_name))
+        if found is not None:
+            return found, json.loads((found / "record.json").read_text()), n
+    return None
+
+
 def train(cfg, design_name: str, device, *, key: str | None = None) -> Trained:
     design = cfg.attention[design_name]
     tc = cfg.train
@@ -225,6 +250,15 @@ def train(cfg, design_name: str, device, *, key: str | None = None) -> Trained:
         st = TrainState(**saved["state"])
         if st.status != "failed":
             st.status = "running"  # stopped by a limit that may have been raised since
+    elif (prefix := prefix_model(cfg, design_name)) is not None:
+        base, base_record, n = prefix
+        model.load_state_dict(torch.load(base / "final.pt", map_location="cpu", weights_only=True))
+        st = TrainState(step=base_record["steps"], stage=n, tokens=base_record["tokens"], wall_s=base_record["wall_s"],
+                        curve=list(base_record["curve"]), stage_starts=[*base_record["stage_starts"], base_record["steps"]],
+                        warm_from=base_record["steps"], continued_from=base_record["key"])
+        if not base_record["reached_floor"]:  # it did not pass its own stages: the longer curriculum stops there too
+            st.stage, st.stage_starts = n - 1, list(base_record["stage_starts"])
+            st.status = base_record["status"]
     budget = parse_duration(tc.budget)
     rolling: deque[float] = deque(st.rolling, maxlen=tc.window)
     use_autocast = device.type == "cuda"  # bf16 autocast on GPUs; fp32 on CPU (bf16 matmuls are 100-500x slower here)
@@ -240,6 +274,8 @@ def train(cfg, design_name: str, device, *, key: str | None = None) -> Trained:
                mininterval=2.0, dynamic_ncols=True)
     start = time.perf_counter() - st.wall_s
     model.train()
+    if st.continued_from:
+        log.info(f"continues {st.continued_from} (its first {len(st.stage_starts) - 1} stages) from step {st.step}")
     while st.step < tc.max_steps and st.status == "running":
         reason = stop_reason(st, tc, time.perf_counter() - start, budget)
         if reason:
@@ -249,7 +285,7 @@ def train(cfg, design_name: str, device, *, key: str | None = None) -> Trained:
         x, y = step_batch(cfg, stages, st.stage, step, vocab)
         x, y = x.to(device), y.to(device)
         for group in opt.param_groups:
-            group["lr"] = lr_at(step, tc)
+            group["lr"] = lr_at(step, tc, st.warm_from)
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=use_autocast):
             loss, ce, acc, out = task_loss(model, design, cfg, x, y)
         if not torch.isfinite(loss):
@@ -311,6 +347,7 @@ def training_record(cfg, design_name: str, key: str, model: Model, st: TrainStat
         "stop_reason": st.status,
         "failure": st.failure,
         "reached_floor": st.reached_floor,
+        "continued_from": st.continued_from,  # key of the shorter curriculum's model this one started from
         "steps": st.step,
         "tokens": st.tokens,
         "wall_s": round(st.wall_s, 1),

@@ -189,3 +189,22 @@ def test_record_carries_the_rule_and_the_true_training_length(cache):
                         "train.window=2"])
     passed = train(easy, "softmax", torch.device("cpu")).record
     assert passed["stages_passed"] == 1 and passed["train_len"] == 12 and passed["status"] == "max_steps"
+
+
+def test_a_longer_curriculum_continues_from_the_model_of_its_prefix(cache):
+    """multihop's curriculum extends needle_4m's: it starts from that model, not from scratch."""
+    a = "{n_keys: 8, n_values: 8, n_filler: 8, n_pairs: 2, context_len: 12, n_queries: 2}"
+    b = "{n_keys: 8, n_values: 8, n_filler: 8, n_pairs: 2, context_len: 24, n_queries: 2}"
+    easy = ["train.floor=0.01", "train.advance_at=0.01", "train.window=2", "train.max_steps=60"]
+    short = train(compose_cfg(["+exp=train", *TINY, *easy, f"train.stages=[{a}]"]), "softmax", torch.device("cpu")).record
+    assert short["reached_floor"] and short["train_len"] == 12
+    longer = compose_cfg(["+exp=train", *TINY, *easy, f"train.stages=[{a},{b}]"])
+    out = train(longer, "softmax", torch.device("cpu")).record
+    assert out["continued_from"] == short["key"] and out["stage_starts"][: len(short["stage_starts"])] == short["stage_starts"]
+    assert out["steps"] > short["steps"] and out["curve"][: len(short["curve"])] == short["curve"]
+    assert out["reached_floor"] and out["train_len"] == 24
+    # a prefix model that did not pass its stages is where the longer curriculum stops too
+    stuck = ["train.floor=1.0", "train.advance_at=1.0", "train.patience=5", "train.window=2"]
+    s1 = train(compose_cfg(["+exp=train", *TINY, *stuck, f"train.stages=[{a}]"]), "lightning", torch.device("cpu")).record
+    s2 = train(compose_cfg(["+exp=train", *TINY, *stuck, f"train.stages=[{a},{b}]"]), "lightning", torch.device("cpu")).record
+    assert s1["status"] == s2["status"] == "stalled" and s2["steps"] == s1["steps"] and s2["continued_from"] == s1["key"]

@@ -13,6 +13,7 @@ EXPERIMENTS = {
     "train": "attnbench.experiments.train",
     "plateau_probe": "attnbench.experiments.train",  # the same runner on the first stage only (conf/exp/plateau_probe.yaml)
     "needle_4m": "attnbench.experiments.needle_4m",
+    "position_probe": "attnbench.experiments.needle_4m",  # the needle flow on small models (conf/exp/position_probe.yaml)
     "multihop": "attnbench.experiments.multihop",
     "kernels_cpu": "attnbench.experiments.kernels_cpu",
     "kernels_gpu": "attnbench.experiments.kernels_gpu",
