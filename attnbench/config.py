@@ -133,7 +133,7 @@ class TrainConfig:
     floor: float = 0.95  # rolling accuracy at the last stage that ends training early
     window: int = 25  # steps in the rolling accuracy
     patience: int = 5000  # stop when no stage was passed for this many steps (status "stalled")
-    token_budget: int = 100_000_000  # stop after this many training tokens (status "tokens")
+    token_budget: int = 40_000_000  # stop after this many training tokens (status "tokens")
     checkpoint_every: int = 100
     log_every: int = 10
     budget: str = "6h"  # wall-clock safety net per design (status "budget"); not part of the rule

@@ -276,49 +276,55 @@ def train(cfg, design_name: str, device, *, key: str | None = None) -> Trained:
     model.train()
     if st.continued_from:
         log.info(f"continues {st.continued_from} (its first {len(st.stage_starts) - 1} stages) from step {st.step}")
-    while st.step < tc.max_steps and st.status == "running":
-        reason = stop_reason(st, tc, time.perf_counter() - start, budget)
-        if reason:
-            st.status = reason
-            break
-        step = st.step
-        x, y = step_batch(cfg, stages, st.stage, step, vocab)
-        x, y = x.to(device), y.to(device)
-        for group in opt.param_groups:
-            group["lr"] = lr_at(step, tc, st.warm_from)
-        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=use_autocast):
-            loss, ce, acc, out = task_loss(model, design, cfg, x, y)
-        if not torch.isfinite(loss):
-            st.status, st.failure = "failed", f"non-finite loss at step {step}"
-            break  # the last partial checkpoint (good weights) stays on disk
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), tc.grad_clip)
-        opt.step()
-        st.step += 1
-        st.tokens += x.numel()
-        rolling.append(float(acc))
-        roll = sum(rolling) / len(rolling)
-        if step % tc.log_every == 0:
-            st.curve.append({"step": step, "loss": float(ce.detach()), "acc": float(acc), "stage": st.stage,
-                             "tokens": st.tokens, "wall_s": round(time.perf_counter() - start, 2),
-                             "seq_len": x.shape[1], "index_loss": float(out.index_loss.detach())})
-            bar.set_postfix(stage=f"{st.stage + 1}/{len(stages)}", loss=f"{float(ce.detach()):.3f}", acc=f"{roll:.2f}",
-                            tok_s=f"{st.tokens / max(1e-9, time.perf_counter() - start):.0f}")
-        bar.update(1)
-        if len(rolling) == tc.window:
-            if st.stage < len(stages) - 1 and roll >= tc.advance_at:
-                log.info(f"step {st.step}: passed stage {st.stage + 1} (context {stages[st.stage].longest}), acc {roll:.3f}")
-                st.stage += 1
-                st.stage_starts.append(st.step)
-                rolling.clear()
-            elif st.stage == len(stages) - 1 and roll >= tc.floor:
-                st.reached_floor, st.status = True, "done"
-        if st.step % tc.checkpoint_every == 0 or st.status != "running":
-            st.wall_s = time.perf_counter() - start
-            log.info(f"step {st.step} stage {st.stage + 1}/{len(stages)} loss {float(ce.detach()):.4f} acc {roll:.3f} "
-                     f"tokens {st.tokens:,} wall {st.wall_s:.0f}s")
-            save_partial()
+    try:
+        while st.step < tc.max_steps and st.status == "running":
+            reason = stop_reason(st, tc, time.perf_counter() - start, budget)
+            if reason:
+                st.status = reason
+                break
+            step = st.step
+            x, y = step_batch(cfg, stages, st.stage, step, vocab)
+            x, y = x.to(device), y.to(device)
+            for group in opt.param_groups:
+                group["lr"] = lr_at(step, tc, st.warm_from)
+            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=use_autocast):
+                loss, ce, acc, out = task_loss(model, design, cfg, x, y)
+            if not torch.isfinite(loss):
+                st.status, st.failure = "failed", f"non-finite loss at step {step}"
+                break  # the last partial checkpoint (good weights) stays on disk
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), tc.grad_clip)
+            opt.step()
+            st.step += 1
+            st.tokens += x.numel()
+            rolling.append(float(acc))
+            roll = sum(rolling) / len(rolling)
+            if step % tc.log_every == 0:
+                st.curve.append({"step": step, "loss": float(ce.detach()), "acc": float(acc), "stage": st.stage,
+                                 "tokens": st.tokens, "wall_s": round(time.perf_counter() - start, 2),
+                                 "seq_len": x.shape[1], "index_loss": float(out.index_loss.detach())})
+                bar.set_postfix(stage=f"{st.stage + 1}/{len(stages)}", loss=f"{float(ce.detach()):.3f}", acc=f"{roll:.2f}",
+                                tok_s=f"{st.tokens / max(1e-9, time.perf_counter() - start):.0f}")
+            bar.update(1)
+            if len(rolling) == tc.window:
+                if st.stage < len(stages) - 1 and roll >= tc.advance_at:
+                    log.info(f"step {st.step}: passed stage {st.stage + 1} (context {stages[st.stage].longest}), acc {roll:.3f}")
+                    st.stage += 1
+                    st.stage_starts.append(st.step)
+                    rolling.clear()
+                elif st.stage == len(stages) - 1 and roll >= tc.floor:
+                    st.reached_floor, st.status = True, "done"
+            if st.step % tc.checkpoint_every == 0 or st.status != "running":
+                st.wall_s = time.perf_counter() - start
+                log.info(f"step {st.step} stage {st.stage + 1}/{len(stages)} loss {float(ce.detach()):.4f} acc {roll:.3f} "
+                         f"tokens {st.tokens:,} wall {st.wall_s:.0f}s")
+                save_partial()
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM: keep every finished step, then stop
+        st.wall_s = time.perf_counter() - start
+        save_partial()
+        log.info(f"interrupted at step {st.step}; partial checkpoint saved")
+        raise
     bar.close()
     if st.status == "running":
         st.status = "max_steps"

@@ -66,17 +66,24 @@ def test_killed_training_resumes_to_the_same_weights(cache, monkeypatch):
     cfg = compose_cfg(["+exp=train", *TINY, "train.max_steps=40"])
     real, calls = T.task_loss, {"n": 0}
 
-    def dies_at_25(*a, **k):
-        calls["n"] += 1
-        if calls["n"] == 25:
-            raise KeyboardInterrupt  # stands in for a kill after the step-20 checkpoint
-        return real(*a, **k)
+    def dies_at(n, error):
+        def loss(*a, **k):
+            calls["n"] += 1
+            if calls["n"] == n:
+                raise error
+            return real(*a, **k)
+        return loss
 
-    monkeypatch.setattr(T, "task_loss", dies_at_25)
+    folder = checkpoints.work_dir("softmax", checkpoint_key(cfg, "softmax"))
+    monkeypatch.setattr(T, "task_loss", dies_at(25, MemoryError("stands in for a kill after the step-20 checkpoint")))
+    with pytest.raises(MemoryError):
+        train(cfg, "softmax", torch.device("cpu"))
+    assert torch.load(folder / "partial.pt", weights_only=False)["state"]["step"] == 20
+    calls["n"] = 0  # Ctrl-C / SIGTERM: every finished step is kept
+    monkeypatch.setattr(T, "task_loss", dies_at(8, KeyboardInterrupt))
     with pytest.raises(KeyboardInterrupt):
         train(cfg, "softmax", torch.device("cpu"))
-    folder = checkpoints.work_dir("softmax", checkpoint_key(cfg, "softmax"))
-    assert torch.load(folder / "partial.pt", weights_only=False)["state"]["step"] == 20
+    assert torch.load(folder / "partial.pt", weights_only=False)["state"]["step"] == 27
     monkeypatch.setattr(T, "task_loss", real)
     resumed = train(cfg, "softmax", torch.device("cpu"))
     fresh = train(compose_cfg(["+exp=train", *TINY, "train.max_steps=40", "train.force=true"]), "softmax", torch.device("cpu"))

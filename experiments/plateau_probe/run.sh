@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
-# The plateau probes, in the order they were run (each sweep: Hydra's joblib launcher, two
-# one-thread jobs at a time; every job's records land in its own folder under the sweep dir).
+# The plateau probes, in the order they were run. Each sweep uses Hydra's joblib launcher
+# (two one-thread jobs at a time); every job's records land in its own folder under the sweep
+# dir. A job resumes from its partial checkpoint when rerun (the patience is not in the key).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-common=(hydra/launcher=joblib hydra.launcher.n_jobs=2 threads=1 wandb.mode=disabled report.enabled=false)
+common=(hydra/launcher=joblib hydra.launcher.n_jobs=2 threads=1 wandb.mode=disabled report.enabled=false
+        train.weight_decay=0.1 train.patience=6000)
+hy=attention.lightning_hybrid
+sweep() { local dir=$1; shift; python -m attnbench -m +exp=plateau_probe "$@" hydra.sweep.dir=experiments/plateau_probe/$dir "${common[@]}"; }
 case "${1:-all}" in
-  factorial|all)  # 4 layers LLLS: lightning heads x short conv x learning rate (weight decay 0.1, Zoology's)
-    python -m attnbench -m +exp=plateau_probe attention.lightning_hybrid.lightning_heads=2,8 \
-      attention.lightning_hybrid.qkv_conv=0,4 train.lr=1e-3,1e-2 train.weight_decay=0.1 train.patience=10000 \
-      hydra.sweep.dir=experiments/plateau_probe/factorial "${common[@]}" ;;&
-  refs|all)  # 4 layers: all-softmax and all-lightning beside the hybrid, stock recipe
-    python -m attnbench -m +exp=plateau_probe design=softmax,lightning train.patience=10000 \
-      'exp.designs=[softmax,lightning]' hydra.sweep.dir=experiments/plateau_probe/refs "${common[@]}" ;;&
+  lr|all)     sweep lr $hy.lightning_heads=2 $hy.qkv_conv=0 train.lr=1e-3,1e-2 ;;&          # 4 layers LLLS: learning rate
+  heads|all)  sweep heads $hy.lightning_heads=8 $hy.qkv_conv=0 train.lr=1e-3,1e-2 ;;&       # 8 lightning heads (decays 0.61 .. 0.996)
+  conv|all)   sweep conv $hy.lightning_heads=2,8 $hy.qkv_conv=4 train.lr=1e-3 ;;&           # the labelled short-conv variant
+  layout|all) sweep layout model.n_layers=8 $hy.layout=LLLLLLLS,LLLSLLLS,LLLLLLSS $hy.lightning_heads=2 train.lr=1e-3 ;;&
+  refs|all)   sweep refs 'exp.designs=[softmax,lightning]' design=softmax,lightning train.lr=1e-3 ;;&
 esac
