@@ -12,6 +12,6 @@ case "${1:-all}" in
   lr|all)     sweep lr $hy.lightning_heads=2 $hy.qkv_conv=0 train.lr=1e-3,1e-2 ;;&          # 4 layers LLLS: learning rate
   heads|all)  sweep heads $hy.lightning_heads=8 $hy.qkv_conv=0 train.lr=1e-3,1e-2 ;;&       # 8 lightning heads (decays 0.61 .. 0.996)
   conv|all)   sweep conv $hy.lightning_heads=2,8 $hy.qkv_conv=4 train.lr=1e-3 ;;&           # the labelled short-conv variant
-  layout|all) sweep layout $hy.layout=LLSS,LSLS $hy.lightning_heads=2 $hy.qkv_conv=0 train.lr=1e-3 ;;&   # two softmax layers of four
+  layout|all) sweep layout model.n_layers=8 $hy.layout=LLLLLLLS,LLLSLLLS,LLLLLLSS $hy.lightning_heads=2 train.lr=1e-3 ;;&  # 7:1 vs 3:1 at 8 layers
   refs|all)   sweep refs 'exp.designs=[softmax,lightning]' design=softmax,lightning train.lr=1e-3 ;;&
 esac
