@@ -20,6 +20,10 @@ EXPERIMENTS = {
     "msa_speedup": "attnbench.experiments.msa_speedup",
 }
 
+# Experiments that read and write $ATTNBENCH_CACHE (checkpoints, task samples): the CLI checks that
+# the cache directory is writable before they start.
+CACHE_USERS = ("train", "needle_4m", "multihop")
+
 
 def runner(name: str):
     return importlib.import_module(EXPERIMENTS[name]).run
