@@ -213,7 +213,7 @@ def run(cfg: DictConfig, run_dir: Path) -> None:
     from .results import Recorder
     from .runner import RunContext, config_dict, config_hash, resolve_device, seed_everything
 
-    signal.signal(signal.SIGTERM, _raise_terminated)
+    previous = signal.signal(signal.SIGTERM, _raise_terminated)
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     seeds = seed_everything(cfg.seed)
@@ -246,6 +246,8 @@ def run(cfg: DictConfig, run_dir: Path) -> None:
         if status == "interrupted":  # every finished cell is already on disk (cells commit atomically)
             ctx.console.print(f"{len(recorder.done_cells)} cells recorded; rerun the same command to resume")
         finish_run(cfg, run_dir, ctx.console, status)
+        if status != "interrupted":  # after a signal, a second one ends the process at once (SIG_DFL)
+            signal.signal(signal.SIGTERM, previous)
     if code:
         sys.exit(code)
 
