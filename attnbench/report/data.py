@@ -54,7 +54,7 @@ def find_results(paths: Iterable[Path | str]) -> list[Path]:
         else:
             hits = sorted(f for f in p.rglob("results.jsonl") if "wandb" not in f.parts)
         if not p.exists():
-            raise ResultsError(f"{p}: no such file or directory")
+            raise ResultsError(f"{p}: no results.jsonl (no such file or directory)")
         if not hits:
             raise ResultsError(f"{p}: no results.jsonl here or below")
         found += [h for h in hits if h not in found]
