@@ -156,6 +156,15 @@ class Guard(Callback):
         except RunDirError as ex:
             fail(str(ex))
 
+    def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
+        """Mask secrets in the files Hydra just wrote (.hydra/*.yaml hold the overrides as typed)."""
+        from .redact import redact
+
+        for f in Path(str(config.hydra.runtime.output_dir), str(config.hydra.output_subdir or ".hydra")).glob("*.yaml"):
+            text = f.read_text()
+            if redact(text) != text:
+                f.write_text(redact(text))
+
     def on_job_end(self, config: DictConfig, job_return: Any, **kwargs: Any) -> None:
         rundir.release(Path(str(config.hydra.runtime.output_dir)))
 

@@ -385,7 +385,13 @@ class Recorder:
         return rec
 
     def write_cell(self, cell: str, records: list[dict], coords: dict | None = None) -> None:
-        """All records of one cell and its commit line in one write: after a kill a cell is whole or absent."""
+        """All records of one cell and its commit line in one write: after a kill a cell is whole or absent.
+
+        A cell already done in this file is not written again (each record exactly once): an
+        experiment that recomputes a cell regardless (a cheap check) keeps the first records.
+        """
+        if cell in self.done_cells:
+            return
         commit = {"type": "commit", "cell": cell, "coords": coords or {}, "records": len(records)}
         self._append(*({**r, "cell": cell} for r in records), commit)
         self.done_cells.add(cell)

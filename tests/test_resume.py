@@ -157,6 +157,7 @@ def test_torn_or_garbled_record_lines_are_named_and_their_cells_redone(tmp_path)
         assert start(run, *QUICK).wait(timeout=300) == 0
     path = damaged / "results.jsonl"
     lines = path.read_bytes().split(b"\n")[:-1]
+    lines.insert(1, b"\xff\xfe not UTF-8")  # an undecodable line, right after the header
     garbled = next(i for i, l in enumerate(lines) if b'"design": "softmax"' in l and b'"type": "record"' in l)
     lines[garbled] = lines[garbled].replace(b'"status": "measured"', b'"status": "skipped!"', 1)  # still valid JSON
     torn = next(i for i, l in enumerate(lines) if b'"type": "commit"' in l and b'"msa"' in l)
@@ -169,11 +170,75 @@ def test_torn_or_garbled_record_lines_are_named_and_their_cells_redone(tmp_path)
     named = [l for l in err.splitlines() if "damaged line" in l]
     assert len(named) == 1, err
     assert f"line {garbled + 1}: checksum mismatch" in named[0] and f"line {torn + 1}: not valid JSON" in named[0], named
+    assert "line 2: not UTF-8" in named[0] and "3 damaged lines" in named[0], named
     assert "design=softmax" in named[0] and "design=msa" in named[0], named  # the cells, by their coordinates
     assert err.count("already recorded") == 0  # both cells ran again
     assert comparable(records(damaged)) == comparable(records(whole))
     set_aside = (damaged / "results.jsonl.damaged").read_bytes()
-    assert lines[garbled] in set_aside and lines[torn][:20] in set_aside  # nothing thrown away
+    assert lines[garbled] in set_aside and lines[torn][:20] in set_aside and lines[1] in set_aside  # nothing thrown away
     from attnbench.results import scan
 
     assert scan(path).summary() == "" and not scan(path).needs_repair
+
+
+# ---------------------------------------------------------------- the file format, in process (fast)
+
+
+def recorder(path: Path):
+    from attnbench.results import Recorder
+
+    return Recorder(path, "smoke", {}, "h0")
+
+
+def test_a_cell_already_done_is_not_written_again(tmp_path):
+    from attnbench.results import scan
+
+    rec = recorder(tmp_path / "results.jsonl")
+    rows = [rec.make(design="softmax", layout="S", metric="smoke/x", value=1.0, unit="ratio", status="measured")]
+    rec.write_cell("k1", rows, {"design": "softmax"})
+    rec.write_cell("k1", rows, {"design": "softmax"})  # an experiment that recomputes a cheap cell
+    found = scan(rec.path)
+    assert [o["type"] for o in found.objects] == ["header", "record", "commit"] and found.done_cells == {"k1"}
+    assert recorder(rec.path).done_cells == {"k1"}  # and a rerun sees it done
+
+
+def test_scan_names_every_kind_of_damage_and_repair_keeps_what_it_removes(tmp_path):
+    from attnbench.results import encode_line, scan
+
+    path = tmp_path / "results.jsonl"
+    rec = recorder(path)
+    row = lambda i: rec.make(design="msa", layout="M", metric=f"smoke/m{i}", value=i, unit="ratio", status="measured")
+    rec.write_cell("whole", [row(0), row(1)], {"design": "msa"})
+    rec.write_cell("garbled", [row(2), row(3)], {"design": "softmax"})
+    data = path.read_bytes().replace(b'"value": 3', b'"value": 4')  # valid JSON still; the checksum says no
+    dup = b"".join(encode_line(o) for o in ({**row(0), "cell": "whole"}, {**row(1), "cell": "whole"},
+                                            {"type": "commit", "cell": "whole", "coords": {}, "records": 2}))
+    path.write_bytes(data + dup + b"\xff\xfe\n" + b"[1, 2]\n" + b'{"type": "record"}\n' + b'{"type": "hea')
+    found = scan(path)
+    assert found.done_cells == {"whole"} and set(found.bad_cells) == {"garbled"}
+    problems = {l.no: l.problem for l in found.damaged}
+    assert problems == {6: "checksum mismatch (garbled)", 11: "not UTF-8 (byte 1 is 0xff)", 12: "not a JSON object (list)",
+                        13: "no checksum", 14: "not valid JSON (cut short)"}, problems
+    summary = found.summary()
+    assert "5 damaged lines" in summary and "design=softmax" in summary and "3 duplicate lines" in summary, summary
+    found.repair()
+    again = scan(path)
+    assert not again.needs_repair and again.done_cells == {"whole"}
+    assert [o["type"] for o in again.objects] == ["header", "record", "record", "commit"]
+    removed = (tmp_path / "results.jsonl.damaged").read_bytes()
+    assert removed.count(b"\n") == 10 and b"\xff\xfe" in removed and removed.endswith(b'{"type": "hea\n')
+
+
+def test_lines_written_before_checksums_still_read(tmp_path):
+    """Results recorded before this format (experiments/*/results.jsonl): no checksum, no commit line."""
+    import json
+
+    from attnbench.results import scan
+
+    path = tmp_path / "results.jsonl"
+    legacy = [{"type": "header", "config_hash": "h0"},
+              {"type": "record", "metric": "smoke/x", "value": 1, "cell": "old"}]
+    path.write_text("".join(json.dumps(o) + "\n" for o in legacy))
+    rec = recorder(path)  # resuming it: the old cell is done, nothing set aside
+    assert rec.done_cells == {"old"} and not rec.repaired.needs_repair
+    assert [o["type"] for o in scan(path).objects] == ["header", "record", "header"]

@@ -86,7 +86,7 @@ def test_no_secret_reaches_records_logs_reports_or_wandb(tmp_path):
     run = tmp_path / "run"
     res = subprocess.run([sys.executable, "-m", "attnbench", "+exp=smoke", "design=softmax",
                           "exp.description=${oc.env:WANDB_API_KEY}", "wandb.tags=[${oc.env:WANDB_API_KEY}]",
-                          "wandb.group=g-${oc.env:HF_TOKEN}", f"hydra.run.dir={run}"],
+                          f"wandb.group=g-{env['HF_TOKEN']}", f"hydra.run.dir={run}"],  # typed out: Hydra's .hydra/ holds it
                          capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env)
     assert res.returncode == 0, res.stderr[-3000:]
     files = [f for f in run.rglob("*") if f.is_file()]
