@@ -138,12 +138,17 @@ def prepare_or_exit(cfg: DictConfig, run_dir: Path) -> None:
         fail(str(ex), config=True)
     except RunDirError as ex:
         fail(str(ex))
+    except KeyboardInterrupt:  # Ctrl-C while waiting for another run's lock: nothing started yet
+        print("attnbench: interrupted before the run started; nothing recorded", file=sys.stderr)
+        sys.exit(EXIT_SIGINT)
 
 
 class Guard(Callback):
     """Hydra callback (conf/config.yaml: hydra.callbacks.guard): runs ``prepare`` before Hydra
     creates the run directory and writes .hydra/ into it, so a refused run leaves nothing behind.
-    Hydra turns a callback's exceptions into warnings, so a refusal exits here (one line, code 2)."""
+    Hydra turns a callback's exceptions into warnings, so a refusal exits here (one line, code 2).
+    A sweep's jobs are composed by its launcher: each is checked at its start (``hydra_entry``),
+    after Hydra made its job directory."""
 
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
         HydraConfig.instance().set_config(config)  # lets ${hydra:...} in hydra.run.dir resolve

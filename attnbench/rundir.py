@@ -69,7 +69,7 @@ _held: dict[Path, Claim] = {}
 def claim(run_dir: Path, config_hash: str, *, lock: str = "wait", force: bool = False,
           say: Callable[[str], None] = print) -> Claim:
     """Lock ``run_dir`` for this run, then check (or with ``force``, make) that it holds only this config."""
-    run_dir = Path(run_dir).absolute()
+    run_dir = _key(run_dir)
     if run_dir in _held:
         return _held[run_dir]
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -95,8 +95,12 @@ def claim(run_dir: Path, config_hash: str, *, lock: str = "wait", force: bool = 
     return _held[run_dir]
 
 
+def _key(run_dir: Path) -> Path:
+    return Path(os.path.abspath(run_dir))  # as Hydra's runtime.output_dir spells it ("a/../b" -> "b")
+
+
 def release(run_dir: Path) -> None:
-    held = _held.get(Path(run_dir).absolute())
+    held = _held.get(_key(run_dir))
     if held:
         held.release()
 
