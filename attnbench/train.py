@@ -1,23 +1,26 @@
 """Train a task model of one design: AdamW, warm-up + cosine, clipping, a curriculum.
 
-Every design trains the same backbone on the same generator with the same seed and the same
-step budget; the curriculum (DESIGN.md "Training small models on this CPU") moves to its next
-stage when the rolling query accuracy reaches ``train.advance_at``, and training ends early
-once the last stage (the evaluation format at the training length) holds ``train.floor``.
-What a design needed to get there (steps, tokens, wall time) is part of the result; a design
-that never gets there is recorded as such, with its loss curve.
+Every design trains the same backbone on the same generator with the same seed under one
+recorded rule (``rule_of``: token budget, patience per stage, advance and floor thresholds).
+The curriculum (DESIGN.md "Training small models on this CPU") moves to its next stage when
+the rolling query accuracy reaches ``train.advance_at``; its last stage mixes lengths from 128
+to 1,024 tokens, and training ends early once that stage holds ``train.floor``. What a design
+needed to get there (steps, tokens, wall time) is part of the result, and so is its true
+training length: the longest context of a stage it passed. A design that never gets there is
+recorded as such, with its loss curve and why it stopped.
 
-Partial checkpoints are written atomically every ``checkpoint_every`` steps; a rerun resumes
-from the last one. A NaN or inf loss stops training, keeps the last good checkpoint, and
-marks the record ``failed`` at that step.
+Partial checkpoints are written atomically every ``checkpoint_every`` steps, each with one
+timestamped line in ``train.log`` beside them; a rerun resumes from the last one. A NaN or inf
+loss stops training, keeps the last good checkpoint, and marks the record ``failed``.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -33,10 +36,10 @@ from .results import git_commit, stable_hash
 from .tasks.batches import IGNORE, Stage, mqar_batch
 from .tasks.vocab import Vocab
 
-FORMAT = 1  # bump when the checkpoint contents or training semantics change
+FORMAT = 2  # bump when the checkpoint contents or training semantics change (2: the fair rule, mixed lengths)
 # Design fields added after FORMAT 1 whose default reproduces the old behaviour: left out of
 # the key while at that default, so checkpoints trained before they existed stay valid.
-ADDED_AT_DEFAULT = {"lightning_heads": 0}
+ADDED_AT_DEFAULT = {"lightning_heads": 0, "position": "partial", "qkv_conv": 0}
 
 
 def vocab_of(cfg) -> Vocab:
@@ -48,7 +51,7 @@ def checkpoint_key(cfg, design: str) -> str:
     train = OmegaConf.to_container(cfg.train, resolve=True)
     # Limits that only decide when to stop (not what a step does) are not part of the key: a
     # run stopped by them resumes from its partial checkpoint when they are raised.
-    for k in ("force", "budget", "patience", "checkpoint_every", "log_every"):
+    for k in ("force", "budget", "patience", "token_budget", "checkpoint_every", "log_every"):
         train.pop(k, None)
     return stable_hash({
         "format": FORMAT,
@@ -61,15 +64,16 @@ def checkpoint_key(cfg, design: str) -> str:
     })
 
 
-def lr_at(step: int, tc) -> float:
-    if step < tc.warmup:
-        return tc.lr * (step + 1) / tc.warmup
+def lr_at(step: int, tc, warm_from: int = 0) -> float:
+    """Linear warm-up from ``warm_from`` (0, or the step a continued run took over), then cosine to max_steps."""
+    if step - warm_from < tc.warmup:
+        return lr_at(max(step, tc.warmup), tc) * (step - warm_from + 1) / tc.warmup
     progress = min(1.0, (step - tc.warmup) / max(1, tc.max_steps - tc.warmup))
     return tc.lr * (tc.min_lr_ratio + (1 - tc.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * progress)))
 
 
 def batch_rng(seed: int, step: int) -> np.random.Generator:
-    """The batch of a step depends only on (seed, step): resumable and identical across designs."""
+    """The batch of a step depends only on (seed, step, stage): resumable and identical across designs."""
     return np.random.default_rng([seed, step])
 
 
@@ -106,8 +110,10 @@ def get_model(cfg, design_name: str, device, *, console=None) -> Trained:
         import json
 
         record = json.loads((found / "record.json").read_text())
+        limits = record["config"]["train"]
         stopped_early = record["status"] == "budget" or (
-            record["status"] == "stalled" and record["config"]["train"]["patience"] < cfg.train.patience)
+            record["status"] == "stalled" and limits["patience"] < cfg.train.patience) or (
+            record["status"] == "tokens" and limits.get("token_budget", 0) < cfg.train.token_budget)
         if stopped_early and (checkpoints.work_dir(design_name, key) / "partial.pt").exists():
             if console:
                 console.print(f"  {design_name}: resuming training stopped by its limits ({record['status']})")
@@ -119,113 +125,246 @@ def get_model(cfg, design_name: str, device, *, console=None) -> Trained:
     return train(cfg, design_name, device, key=key)
 
 
+RULE_NAME = "fair-v1"
+
+
+def rule_of(tc) -> dict:
+    """The fair training rule: what every compared design shares, recorded with each model."""
+    return {"name": RULE_NAME, "token_budget": int(tc.token_budget), "patience": int(tc.patience),
+            "advance_at": float(tc.advance_at), "floor": float(tc.floor), "max_steps": int(tc.max_steps),
+            "tokens_per_step": int(tc.tokens_per_step), "lr": float(tc.lr), "batch": int(tc.batch)}
+
+
+def stages_of(tc) -> list[Stage]:
+    return [Stage(**OmegaConf.to_container(s, resolve=True)) if not isinstance(s, Stage) else s for s in tc.stages]
+
+
+def step_batch(cfg, stages: list[Stage], stage_i: int, step: int, vocab: Vocab):
+    """The (inputs, targets) of one step: a mixed-length stage draws this step's length, and
+    longer sequences get fewer rows (min(batch, tokens_per_step // seq_len))."""
+    rng = batch_rng(cfg.seed, step)
+    stage = stages[stage_i]
+    lengths = stage.lengths()
+    if len(lengths) > 1:
+        stage = stage.at(lengths[int(rng.integers(len(lengths)))])
+    rows = max(1, min(cfg.train.batch, cfg.train.tokens_per_step // stage.seq_len))
+    return mqar_batch(rng, vocab, stage, rows)
+
+
+@dataclass
+class TrainState:
+    """Everything a resumed run needs besides the weights and the optimiser (saved in partial.pt)."""
+
+    step: int = 0
+    stage: int = 0  # index of the current curriculum stage
+    tokens: int = 0
+    wall_s: float = 0.0
+    curve: list = field(default_factory=list)  # every log_every steps: step, loss, acc, stage, tokens, wall_s
+    stage_starts: list = field(default_factory=lambda: [0])  # step at which each stage was entered
+    status: str = "running"  # done | stalled | tokens | budget | max_steps | failed
+    reached_floor: bool = False
+    warm_from: int = 0  # the lr warms up again from here (a run continued from a shorter curriculum)
+    continued_from: str | None = None  # checkpoint key of that shorter curriculum's model
+    failure: str | None = None
+    rolling: list = field(default_factory=list)  # the last `window` step accuracies
+
+    @property
+    def passed(self) -> int:
+        """How many stages were passed (advanced from, or held the floor at the last one)."""
+        return self.stage + int(self.reached_floor)
+
+
+def stop_reason(st: TrainState, tc, elapsed: float, budget: float) -> str | None:
+    """Why training stops before this step, by the rule (None: go on)."""
+    if st.tokens >= tc.token_budget:
+        return "tokens"
+    if st.step - st.stage_starts[-1] >= tc.patience:
+        return "stalled"  # no stage passed in `patience` steps: record it, stop spending CPU
+    if elapsed > budget:
+        return "budget"  # the wall-clock safety net (not part of the rule)
+    return None
+
+
+def train_log(folder: Path) -> logging.Logger:
+    """One timestamped line per checkpoint in <work dir>/train.log (unattended runs, tail -f)."""
+    log = logging.getLogger(f"attnbench.train.{folder.name}")
+    if not log.handlers:
+        folder.mkdir(parents=True, exist_ok=True)
+        handler = logging.FileHandler(folder / "train.log")
+        handler.setFormatter(logging.Formatter("%(asctime)s %(message)s", "%Y-%m-%d %H:%M:%S"))
+        log.addHandler(handler)
+        log.setLevel(logging.INFO)
+        log.propagate = False
+    return log
+
+
+def command_line(cfg, design_name: str) -> str:
+    """The command that reproduces this training: the run's own overrides when Hydra ran it."""
+    try:
+        from hydra.core.hydra_config import HydraConfig
+
+        overrides = [o for o in HydraConfig.get().overrides.task if not o.startswith(("design=", "+exp="))]
+    except ValueError:  # not inside a Hydra run (tests, library use)
+        overrides = []
+    return " ".join(["python -m attnbench +exp=train", f"design={design_name}", f"seed={cfg.seed}", *overrides])
+
+
+def prefix_model(cfg, design_name: str) -> tuple[Path, dict, int] | None:
+    """A finished model of a shorter curriculum that this one extends, everything else equal.
+
+    multihop's curriculum is needle_4m's plus chain stages: its models start from the needle
+    models (shipped or cached) instead of training those stages again. Returns (folder,
+    record, stages it covers) of the longest such prefix, or None.
+    """
+    import copy
+    import json
+
+    from omegaconf import open_dict
+
+    for n in range(len(cfg.train.stages) - 1, 0, -1):
+        short = copy.deepcopy(cfg)
+        with open_dict(short):
+            short.train.stages = cfg.train.stages[:n]
+        found = checkpoints.find(design_name, checkpoint_key(short, design_name))
+        if found is not None:
+            return found, json.loads((found / "record.json").read_text()), n
+    return None
+
+
 def train(cfg, design_name: str, device, *, key: str | None = None) -> Trained:
     design = cfg.attention[design_name]
     tc = cfg.train
     key = key or checkpoint_key(cfg, design_name)
     folder = checkpoints.work_dir(design_name, key)
     vocab = vocab_of(cfg)
-    stages = [Stage(**OmegaConf.to_container(s, resolve=True)) if not isinstance(s, Stage) else s for s in tc.stages]
+    stages = stages_of(tc)
     torch.manual_seed(cfg.seed)
     model = Model(cfg.model, design).to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=tc.lr, betas=(0.9, tc.beta2), weight_decay=tc.weight_decay)
-    state = {"step": 0, "stage": 0, "tokens": 0, "wall_s": 0.0, "curve": [], "stage_starts": [0],
-             "status": "running", "reached_floor": False, "failure": None}
+    st = TrainState()
     partial = folder / "partial.pt"
     if partial.exists() and not tc.force:
         saved = torch.load(partial, map_location="cpu", weights_only=False)
         model.load_state_dict(saved["model"])
         opt.load_state_dict(saved["opt"])
-        state = saved["state"]
+        st = TrainState(**saved["state"])
+        if st.status != "failed":
+            st.status = "running"  # stopped by a limit that may have been raised since
+    elif (prefix := prefix_model(cfg, design_name)) is not None:
+        base, base_record, n = prefix
+        model.load_state_dict(torch.load(base / "final.pt", map_location="cpu", weights_only=True))
+        st = TrainState(step=base_record["steps"], stage=n, tokens=base_record["tokens"], wall_s=base_record["wall_s"],
+                        curve=list(base_record["curve"]), stage_starts=[*base_record["stage_starts"], base_record["steps"]],
+                        warm_from=base_record["steps"], continued_from=base_record["key"])
+        if not base_record["reached_floor"]:  # it did not pass its own stages: the longer curriculum stops there too
+            st.stage, st.stage_starts = n - 1, list(base_record["stage_starts"])
+            st.status = base_record["status"]
     budget = parse_duration(tc.budget)
-    rolling: deque[float] = deque(state.get("rolling", []), maxlen=tc.window)
+    rolling: deque[float] = deque(st.rolling, maxlen=tc.window)
     use_autocast = device.type == "cuda"  # bf16 autocast on GPUs; fp32 on CPU (bf16 matmuls are 100-500x slower here)
+    log = train_log(folder)
+    log.info(f"{design_name} {key}: {'resume at step ' + str(st.step) if st.step else 'start'}, "
+             f"stage {st.stage + 1}/{len(stages)}, rule {rule_of(tc)}")
 
     def save_partial():
-        state["rolling"] = list(rolling)
-        checkpoints.save_torch(partial, {"model": model.state_dict(), "opt": opt.state_dict(), "state": state})
+        st.rolling = list(rolling)
+        checkpoints.save_torch(partial, {"model": model.state_dict(), "opt": opt.state_dict(), "state": asdict(st)})
 
-    bar = tqdm(total=tc.max_steps, initial=state["step"], desc=f"train {design_name}", unit="step",
+    bar = tqdm(total=tc.max_steps, initial=st.step, desc=f"train {design_name}", unit="step",
                mininterval=2.0, dynamic_ncols=True)
-    start = time.perf_counter() - state["wall_s"]
+    start = time.perf_counter() - st.wall_s
     model.train()
-    while state["step"] < tc.max_steps:
-        if time.perf_counter() - start > budget:
-            state["status"] = "budget"
+    if st.continued_from:
+        log.info(f"continues {st.continued_from} (its first {len(st.stage_starts) - 1} stages) from step {st.step}")
+    while st.step < tc.max_steps and st.status == "running":
+        reason = stop_reason(st, tc, time.perf_counter() - start, budget)
+        if reason:
+            st.status = reason
             break
-        step, stage = state["step"], stages[state["stage"]]
-        if step - state["stage_starts"][-1] >= tc.patience:
-            state["status"] = "stalled"  # no stage passed in `patience` steps: record it, stop spending CPU
-            break
-        x, y = mqar_batch(batch_rng(cfg.seed, step), vocab, stage, tc.batch)
+        step = st.step
+        x, y = step_batch(cfg, stages, st.stage, step, vocab)
         x, y = x.to(device), y.to(device)
         for group in opt.param_groups:
-            group["lr"] = lr_at(step, tc)
+            group["lr"] = lr_at(step, tc, st.warm_from)
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=use_autocast):
             loss, ce, acc, out = task_loss(model, design, cfg, x, y)
         if not torch.isfinite(loss):
-            state["status"], state["failure"] = "failed", f"non-finite loss at step {step}"
+            st.status, st.failure = "failed", f"non-finite loss at step {step}"
             break  # the last partial checkpoint (good weights) stays on disk
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), tc.grad_clip)
         opt.step()
-        state["step"] += 1
-        state["tokens"] += x.numel()
+        st.step += 1
+        st.tokens += x.numel()
         rolling.append(float(acc))
         roll = sum(rolling) / len(rolling)
         if step % tc.log_every == 0:
-            state["curve"].append({"step": step, "loss": float(ce.detach()), "acc": float(acc), "stage": state["stage"],
-                                   "tokens": state["tokens"], "wall_s": round(time.perf_counter() - start, 2),
-                                   "index_loss": float(out.index_loss.detach())})
-            bar.set_postfix(stage=f"{state['stage'] + 1}/{len(stages)}", loss=f"{float(ce.detach()):.3f}", acc=f"{roll:.2f}",
-                            tok_s=f"{state['tokens'] / max(1e-9, time.perf_counter() - start):.0f}")
+            st.curve.append({"step": step, "loss": float(ce.detach()), "acc": float(acc), "stage": st.stage,
+                             "tokens": st.tokens, "wall_s": round(time.perf_counter() - start, 2),
+                             "seq_len": x.shape[1], "index_loss": float(out.index_loss.detach())})
+            bar.set_postfix(stage=f"{st.stage + 1}/{len(stages)}", loss=f"{float(ce.detach()):.3f}", acc=f"{roll:.2f}",
+                            tok_s=f"{st.tokens / max(1e-9, time.perf_counter() - start):.0f}")
         bar.update(1)
         if len(rolling) == tc.window:
-            if state["stage"] < len(stages) - 1 and roll >= tc.advance_at:
-                state["stage"] += 1
-                state["stage_starts"].append(state["step"])
+            if st.stage < len(stages) - 1 and roll >= tc.advance_at:
+                log.info(f"step {st.step}: passed stage {st.stage + 1} (context {stages[st.stage].longest}), acc {roll:.3f}")
+                st.stage += 1
+                st.stage_starts.append(st.step)
                 rolling.clear()
-            elif state["stage"] == len(stages) - 1 and roll >= tc.floor:
-                state["reached_floor"], state["status"] = True, "done"
-                break
-        if state["step"] % tc.checkpoint_every == 0:
-            state["wall_s"] = time.perf_counter() - start
+            elif st.stage == len(stages) - 1 and roll >= tc.floor:
+                st.reached_floor, st.status = True, "done"
+        if st.step % tc.checkpoint_every == 0 or st.status != "running":
+            st.wall_s = time.perf_counter() - start
+            log.info(f"step {st.step} stage {st.stage + 1}/{len(stages)} loss {float(ce.detach()):.4f} acc {roll:.3f} "
+                     f"tokens {st.tokens:,} wall {st.wall_s:.0f}s")
             save_partial()
     bar.close()
-    if state["status"] == "running":
-        state["status"] = "max_steps"
-    state["wall_s"] = time.perf_counter() - start
-    if state["status"] != "failed":
+    if st.status == "running":
+        st.status = "max_steps"
+    st.wall_s = time.perf_counter() - start
+    if st.status != "failed":
         save_partial()
+    log.info(f"stopped: {st.status} at step {st.step}, {st.tokens:,} tokens, {st.wall_s:.0f}s, "
+             f"stages passed {st.passed}/{len(stages)}")
     model.eval()
-    record = {
-        "design": design_name,
-        "layout": layout_for(cfg.model, design),
-        "key": key,
-        "status": state["status"],  # done (reached the floor) | max_steps | stalled | budget | failed
-        "failure": state["failure"],
-        "reached_floor": state["reached_floor"],
-        "steps": state["step"],
-        "tokens": state["tokens"],
-        "wall_s": round(state["wall_s"], 1),
-        "final_stage": state["stage"] + 1,
-        "n_stages": len(stages),
-        "stage_starts": state["stage_starts"],
-        "device": str(device),
-        "threads": torch.get_num_threads(),
-        "params": model.param_counts(),
-        "train_len": stages[-1].seq_len,
-        "curve": state["curve"],
-        "config": {"model": OmegaConf.to_container(cfg.model, resolve=True),
-                   "design": OmegaConf.to_container(design, resolve=True),
-                   "task": OmegaConf.to_container(cfg.task, resolve=True),
-                   "train": OmegaConf.to_container(cfg.train, resolve=True), "seed": cfg.seed},
-        "git": git_commit(),
-        "command": f"python -m attnbench +exp=train design={design_name} seed={cfg.seed} "
-                   f"train.budget={tc.budget} train.patience={tc.patience}",  # the limits are not in the key
-    }
-    if state["status"] != "failed":  # a finished (or given-up) model is usable; a diverged one is not
+    record = training_record(cfg, design_name, key, model, st, stages, device)
+    if st.status != "failed":  # a finished (or given-up) model is usable; a diverged one is not
         checkpoints.save_torch(folder / "final.pt", model.state_dict())
     checkpoints.save_json(folder / "record.json", record)
     return Trained(model, record, folder, "trained")
+
+
+def training_record(cfg, design_name: str, key: str, model: Model, st: TrainState, stages: list[Stage], device) -> dict:
+    """How the model was trained: the rule, where it stopped and why, its curve, config and command."""
+    design, tc = cfg.attention[design_name], cfg.train
+    return {
+        "design": design_name,
+        "layout": layout_for(cfg.model, design),
+        "key": key,
+        "rule": rule_of(tc),
+        "status": st.status,  # done (reached the floor) | stalled | tokens | budget | max_steps | failed
+        "stop_reason": st.status,
+        "failure": st.failure,
+        "reached_floor": st.reached_floor,
+        "continued_from": st.continued_from,  # key of the shorter curriculum's model this one started from
+        "steps": st.step,
+        "tokens": st.tokens,
+        "wall_s": round(st.wall_s, 1),
+        "final_stage": st.stage + 1,
+        "n_stages": len(stages),
+        "stages_passed": st.passed,
+        "stage_starts": st.stage_starts,
+        "device": str(device),
+        "threads": torch.get_num_threads(),
+        "params": model.param_counts(),
+        # the TRUE training length: the longest context of a stage the model passed (0: none)
+        "train_len": stages[st.passed - 1].longest if st.passed else 0,
+        "curve": st.curve,
+        "config": {"model": OmegaConf.to_container(cfg.model, resolve=True),
+                   "design": OmegaConf.to_container(design, resolve=True),
+                   "task": OmegaConf.to_container(cfg.task, resolve=True),
+                   "train": OmegaConf.to_container(tc, resolve=True), "seed": cfg.seed},
+        "git": git_commit(),
+        "command": command_line(cfg, design_name),
+    }

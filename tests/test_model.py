@@ -131,3 +131,61 @@ def test_prefill_without_logits_then_probe_equals_full_forward(cfg, name):
             other = model(idx[:, 50:53].flip(1), cache)  # scribble on the cache
             cache.restore(snap)
             assert cache.length == 50
+
+
+def variant(cfg, name, **design):
+    """cfg with attention.<name> changed (position scheme, qkv_conv, ...)."""
+    out = cfg.copy()
+    for k, v in design.items():
+        out.attention[name][k] = v
+    return out
+
+
+@pytest.mark.parametrize("name", ["softmax", "sliding_window", "msa", "lightning_hybrid"])
+@pytest.mark.parametrize("position", ["rope", "nope", "logn"])
+def test_position_schemes_keep_prefill_equal_to_full_forward(cfg, name, position):
+    c = variant(cfg, name, position=position)
+    model = build(c, name)
+    idx = torch.randint(c.model.vocab_size, (2, 70), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        full = model(idx).logits
+        got, _ = logits_in_chunks(model, idx, 13)
+    assert rel(got, full) <= 1e-5, f"{name}/{position}: rel err {rel(got, full):.2e}"
+    has_logn = any(n.endswith("logn.s") for n, _ in model.named_parameters())
+    assert has_logn == (position == "logn")
+
+
+def test_position_schemes_differ_where_they_should(cfg):
+    """nope ignores where a token is; rope and partial RoPE do not; logn scales with the count."""
+    from attnbench.model.common import Position
+
+    q = torch.randn(1, 2, 5, cfg.model.head_dim, dtype=torch.float64)
+    by = {p: Position(cfg.model, variant(cfg, "softmax", position=p).attention.softmax, cfg.model.head_dim, 2)
+          for p in ("rope", "partial", "nope", "logn")}
+    assert torch.equal(by["nope"].query(q, 7), q)
+    rot = by["partial"].rope.rot
+    assert rot == int(cfg.model.head_dim * cfg.model.rotary_frac) // 2 * 2
+    assert torch.equal(by["partial"].query(q, 7)[..., rot:], q[..., rot:])  # the un-rotated half is untouched
+    assert not torch.allclose(by["rope"].query(q, 7)[..., rot:], q[..., rot:])
+    # logn: partial RoPE, then times s * log(t + 1) at absolute position t
+    s = by["logn"].logn.s.detach().double()
+    want = by["partial"].query(q, 7) * (s.view(-1, 1, 1) * torch.log(torch.arange(8, 13, dtype=torch.float64))[:, None])
+    assert torch.allclose(by["logn"].query(q, 7), want.to(q.dtype))
+
+
+def test_qkv_conv_variant_streams_and_is_causal(cfg):
+    """The labelled conv variant: chunked prefill == full forward, and no token sees the future."""
+    c = variant(cfg, "lightning_hybrid", qkv_conv=4)
+    model = build(c, "lightning_hybrid")
+    assert any(n.endswith("conv.weight") for n, _ in model.named_parameters())
+    idx = torch.randint(c.model.vocab_size, (2, 70), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        full = model(idx).logits
+        for chunk in (1, 5, 32):
+            got, cache = logits_in_chunks(model, idx, chunk)
+            assert rel(got, full) <= 1e-5, f"chunk={chunk}: rel err {rel(got, full):.2e}"
+        changed = idx.clone()
+        changed[:, 40:] = (changed[:, 40:] + 1) % c.model.vocab_size
+        assert torch.equal(model(changed).logits[:, :40], full[:, :40])
+    faithful = build(cfg, "lightning_hybrid")
+    assert not any("conv" in n for n, _ in faithful.named_parameters())  # the default stays Text-01's layer

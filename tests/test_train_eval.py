@@ -155,3 +155,56 @@ def test_needle_run_with_the_shipped_softmax_model_resumes_without_repeating_cel
     cell_lines = [l for l in out.splitlines() if l.lstrip().startswith("[")]  # one a finished cell (no terminal)
     assert len(cell_lines) == 4 and all(l.endswith("recorded earlier") for l in cell_lines), cell_lines
     assert len(records()) == len(before)
+
+
+def test_mixed_length_stage_draws_lengths_and_holds_tokens_per_step():
+    from attnbench.tasks.batches import Stage
+    from attnbench.train import stages_of, step_batch
+
+    cfg = compose_cfg(["+exp=train", "train.tokens_per_step=4096", "train.batch=64"])
+    stages = stages_of(cfg.train)
+    last = stages[-1]
+    assert last.lengths() == [128, 256, 512, 1024] and last.longest == 1024
+    shapes = {tuple(step_batch(cfg, stages, len(stages) - 1, step, vocab_of(cfg))[0].shape) for step in range(40)}
+    assert {s[1] - last.n_queries for s in shapes} == set(last.lengths())  # every length drawn
+    assert all(rows == min(64, 4096 // seq) for rows, seq in shapes)  # fewer rows for longer sequences
+    assert Stage(context_len=24).lengths() == [24]
+
+
+def test_record_carries_the_rule_and_the_true_training_length(cache):
+    """A model that passes no stage has train_len 0; a token budget stops it as 'tokens'."""
+    stages = ("train.stages=[{n_keys: 8, n_values: 8, n_filler: 8, n_pairs: 2, context_len: 12, n_queries: 2},"
+              "{n_keys: 8, n_values: 8, n_filler: 8, n_pairs: 2, context_len: 24, n_queries: 2, max_context_len: 48}]")
+    cfg = compose_cfg(["+exp=train", *TINY, stages, "train.token_budget=3000", "train.checkpoint_every=2"])
+    out = train(cfg, "softmax", torch.device("cpu"))
+    r = out.record
+    assert r["status"] == r["stop_reason"] == "tokens" and r["tokens"] >= 3000
+    assert r["rule"]["token_budget"] == 3000 and r["rule"]["patience"] == cfg.train.patience
+    assert r["train_len"] == 0 and r["stages_passed"] == 0
+    log = (out.folder / "train.log").read_text().splitlines()
+    assert len(log) >= 2 and all(line[:4].isdigit() and line[10] == " " for line in log)  # "YYYY-MM-DD HH:MM:SS ..."
+    assert "stopped: tokens" in log[-1]
+    # passing the first stage (advance at an accuracy every step reaches) gives its length
+    easy = compose_cfg(["+exp=train", *TINY, stages, "train.advance_at=0.01", "train.floor=1.0", "train.max_steps=30",
+                        "train.window=2"])
+    passed = train(easy, "softmax", torch.device("cpu")).record
+    assert passed["stages_passed"] == 1 and passed["train_len"] == 12 and passed["status"] == "max_steps"
+
+
+def test_a_longer_curriculum_continues_from_the_model_of_its_prefix(cache):
+    """multihop's curriculum extends needle_4m's: it starts from that model, not from scratch."""
+    a = "{n_keys: 8, n_values: 8, n_filler: 8, n_pairs: 2, context_len: 12, n_queries: 2}"
+    b = "{n_keys: 8, n_values: 8, n_filler: 8, n_pairs: 2, context_len: 24, n_queries: 2}"
+    easy = ["train.floor=0.01", "train.advance_at=0.01", "train.window=2", "train.max_steps=60"]
+    short = train(compose_cfg(["+exp=train", *TINY, *easy, f"train.stages=[{a}]"]), "softmax", torch.device("cpu")).record
+    assert short["reached_floor"] and short["train_len"] == 12
+    longer = compose_cfg(["+exp=train", *TINY, *easy, f"train.stages=[{a},{b}]"])
+    out = train(longer, "softmax", torch.device("cpu")).record
+    assert out["continued_from"] == short["key"] and out["stage_starts"][: len(short["stage_starts"])] == short["stage_starts"]
+    assert out["steps"] > short["steps"] and out["curve"][: len(short["curve"])] == short["curve"]
+    assert out["reached_floor"] and out["train_len"] == 24
+    # a prefix model that did not pass its stages is where the longer curriculum stops too
+    stuck = ["train.floor=1.0", "train.advance_at=1.0", "train.patience=5", "train.window=2"]
+    s1 = train(compose_cfg(["+exp=train", *TINY, *stuck, f"train.stages=[{a}]"]), "lightning", torch.device("cpu")).record
+    s2 = train(compose_cfg(["+exp=train", *TINY, *stuck, f"train.stages=[{a},{b}]"]), "lightning", torch.device("cpu")).record
+    assert s1["status"] == s2["status"] == "stalled" and s2["steps"] == s1["steps"] and s2["continued_from"] == s1["key"]

@@ -5,7 +5,8 @@ After n tokens, one layer's cache holds (elements x bytes of the cache dtype, on
     S softmax         n * 2 * G * D                         (K and V)
     M msa             n * (2 * G * D + Di)                  (K, V, one shared index key)
     W sliding window  min(n, w) * 2 * G * D                 (a ring buffer of w tokens)
-    L lightning       H * D * D  in the state dtype (fp32)  (fixed: S is D x D per head)
+    L lightning       H * D * D  in the state dtype (fp32)  (fixed: S is D x D per head; H, D of the
+                      lightning heads; + (K - 1) * 3 * H * D for the qkv_conv variant)
     D DSA over MLA    n * (latent + rope + Di)              (compressed KV, indexer key)
 
 The model's caches (attnbench.model) report the same numbers through ``nbytes()``; the test
@@ -46,7 +47,11 @@ def token_elements(arch: Arch, letter: str) -> int:
 def layer_bytes(arch: Arch, letter: str, n: int, dtype: str = "bfloat16", state_dtype: str = STATE_DTYPE) -> int:
     """Bytes one sequence's cache of one layer holds after n tokens."""
     if letter == "L":
-        return arch.n_heads * arch.head_dim * arch.head_dim * dtype_bytes(state_dtype) if n > 0 else 0
+        if n == 0:
+            return 0
+        h, d = arch.lightning_shape
+        conv = max(arch.qkv_conv - 1, 0) * 3 * h * d * dtype_bytes(dtype)  # the conv variant's last K - 1 inputs
+        return h * d * d * dtype_bytes(state_dtype) + conv
     held = min(n, arch.window) if letter == "W" else n
     return held * token_elements(arch, letter) * dtype_bytes(dtype)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from attnbench.model.backbone import resolve_layout
+from attnbench.model.backbone import layout_for
 
 PRESET_LETTERS = "SLWMD"
 
@@ -35,6 +35,8 @@ class Arch:
     mla_rope: int = 0  # D: qk_rope_head_dim, the decoupled RoPE key cached per token
     mla_qk_nope: int = 0  # D: per-head no-RoPE query/key dims (prefill, uncompressed)
     mla_v: int = 0  # D: per-head value dims
+    lightning_heads: int = 0  # L: heads of the lightning layers (0: n_heads), same width n_heads x head_dim
+    qkv_conv: int = 0  # L: kernel of the labelled short-convolution variant (caches K - 1 projected tokens)
     active_params: float = 0.0  # parameters used per token (published; the non-attention FLOPs)
     total_params: float = 0.0
     sources: dict = field(default_factory=dict, compare=False, hash=False)
@@ -46,13 +48,19 @@ class Arch:
     def count(self, letter: str) -> int:
         return self.layout.count(letter)
 
+    @property
+    def lightning_shape(self) -> tuple[int, int]:
+        """(heads, head dim) of the lightning layers."""
+        h = self.lightning_heads or self.n_heads
+        return h, self.n_heads * self.head_dim // h
+
 
 def from_model(model_cfg, design_cfg) -> Arch:
     """The Arch of an attnbench model (cfg.model + one cfg.attention design)."""
     m, d = model_cfg, design_cfg
     return Arch(
         name=d.name,
-        layout=resolve_layout(d.layout, m.n_layers),
+        layout=layout_for(m, d),
         d_model=m.d_model,
         n_heads=m.n_heads,
         n_kv_heads=m.n_kv_heads,
@@ -62,6 +70,8 @@ def from_model(model_cfg, design_cfg) -> Arch:
         top_k=d.top_k,
         index_heads=m.n_kv_heads,  # one index query head per KV group (model/msa.py)
         index_dim=d.index_dim,
+        lightning_heads=d.lightning_heads,
+        qkv_conv=d.qkv_conv,
     )
 
 

@@ -11,7 +11,9 @@ import importlib
 EXPERIMENTS = {
     "smoke": "attnbench.experiments.smoke",
     "train": "attnbench.experiments.train",
+    "plateau_probe": "attnbench.experiments.train",  # the same runner on the first stage only (conf/exp/plateau_probe.yaml)
     "needle_4m": "attnbench.experiments.needle_4m",
+    "position_probe": "attnbench.experiments.needle_4m",  # the needle flow on small models (conf/exp/position_probe.yaml)
     "multihop": "attnbench.experiments.multihop",
     "kernels_cpu": "attnbench.experiments.kernels_cpu",
     "kernels_gpu": "attnbench.experiments.kernels_gpu",
@@ -20,9 +22,10 @@ EXPERIMENTS = {
     "msa_speedup": "attnbench.experiments.msa_speedup",
 }
 
-# Experiments that read and write $ATTNBENCH_CACHE (checkpoints, task samples): the CLI checks that
-# the cache directory is writable before they start.
-CACHE_USERS = ("train", "needle_4m", "multihop")
+# Experiments that read and write $ATTNBENCH_CACHE (checkpoints, task samples), by their runner
+# module: the CLI checks that the cache directory is writable before they start.
+CACHE_USERS = tuple(name for name, module in EXPERIMENTS.items()
+                    if module.rsplit(".", 1)[1] in ("train", "needle_4m", "multihop"))
 
 
 def runner(name: str):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import nn
 
@@ -10,6 +12,7 @@ class Rotary(nn.Module):
     """RoPE on the first ``frac`` of each head ("rotate half" layout), the rest left position-free.
 
     Angles are computed in float64: at 4M positions an fp32 angle would be off by ~0.25 rad.
+    The last (cos, sin) table is kept: training and decode ask for the same positions again.
     """
 
     def __init__(self, head_dim: int, frac: float, base: float):
@@ -17,18 +20,71 @@ class Rotary(nn.Module):
         self.rot = int(head_dim * frac) // 2 * 2
         inv_freq = base ** (-torch.arange(0, self.rot, 2, dtype=torch.float64) / max(self.rot, 1))
         self.register_buffer("inv_freq", inv_freq, persistent=False)
+        self._table: tuple | None = None  # ((pos0, T, device, dtype), cos, sin)
+
+    def table(self, pos0: int, T: int, device, dtype) -> tuple[torch.Tensor, torch.Tensor]:
+        """cos, sin (T, rot / 2) for positions pos0 .. pos0 + T - 1."""
+        key = (pos0, T, device, dtype)
+        if self._table is None or self._table[0] != key:
+            pos = torch.arange(pos0, pos0 + T, device=device, dtype=torch.float64)
+            angle = pos[:, None] * self.inv_freq.to(device)[None, :]  # (T, rot / 2)
+            self._table = (key, angle.cos().to(dtype), angle.sin().to(dtype))
+        return self._table[1], self._table[2]
 
     def forward(self, x: torch.Tensor, pos0: int) -> torch.Tensor:
         """x (B, h, T, D), positions pos0 .. pos0 + T - 1 -> same shape."""
         if self.rot == 0:
             return x
-        T = x.shape[2]
-        pos = torch.arange(pos0, pos0 + T, device=x.device, dtype=torch.float64)
-        angle = pos[:, None] * self.inv_freq.to(x.device)[None, :]  # (T, rot / 2)
-        cos, sin = angle.cos().to(x.dtype), angle.sin().to(x.dtype)
+        cos, sin = self.table(pos0, x.shape[2], x.device, x.dtype)
         half = self.rot // 2
         x1, x2, rest = x[..., :half], x[..., half : self.rot], x[..., self.rot :]
         return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos, rest], dim=-1)
+
+
+def rotary_frac(cfg, design) -> float:
+    """The RoPE fraction of a design's softmax-type layers (``attention.<design>.position``)."""
+    return {"rope": 1.0, "partial": cfg.rotary_frac, "nope": 0.0, "logn": cfg.rotary_frac}[design.position]
+
+
+LOGN_INIT = 1.0 / math.log(512)  # s x log(n) = 1 at n = 512 keys, mid-way through the training lengths
+
+
+class LogNScale(nn.Module):
+    """Scalable-Softmax: query logits times s_h * log(n), n the keys the query can see.
+
+        n_t = min(t + 1, cap)         (t the absolute position; cap: the window, or the selected keys)
+        q_t <- q_t * s_h * log(n_t)   (so softmax(q.k / sqrt(D)) sharpens as the context grows)
+
+    s_h is learned per head. Scaling q is the same as scaling every logit of the query.
+    """
+
+    def __init__(self, n_heads: int, cap: int = 0):
+        super().__init__()
+        self.cap = cap
+        self.s = nn.Parameter(torch.full((n_heads,), LOGN_INIT))
+
+    def forward(self, q: torch.Tensor, pos0: int) -> torch.Tensor:
+        """q (B, H, T, D), positions pos0 .. -> same shape."""
+        n = torch.arange(pos0 + 1, pos0 + 1 + q.shape[2], device=q.device, dtype=torch.float64)
+        if self.cap:
+            n = n.clamp(max=self.cap)
+        return q * (self.s.view(-1, 1, 1) * n.log().to(q.dtype)[:, None])
+
+
+class Position(nn.Module):
+    """What a softmax-type layer does with positions: RoPE on q and k, and (logn) a logit scale on q."""
+
+    def __init__(self, cfg, design, head_dim: int, n_heads: int, cap: int = 0):
+        super().__init__()
+        self.rope = Rotary(head_dim, rotary_frac(cfg, design), cfg.rope_base)
+        self.logn = LogNScale(n_heads, cap) if design.position == "logn" else None
+
+    def query(self, q: torch.Tensor, pos0: int) -> torch.Tensor:
+        q = self.rope(q, pos0)
+        return q if self.logn is None else self.logn(q, pos0)
+
+    def key(self, k: torch.Tensor, pos0: int) -> torch.Tensor:
+        return self.rope(k, pos0)
 
 
 class Buffer:

@@ -6,6 +6,11 @@
     y = W_o( sigmoid(W_g x) * RMSNorm(concat_h o) )
 
 The cache is the fixed-size state S: its bytes do not grow with the context.
+
+``attention.<design>.qkv_conv = K > 0`` is a labelled variant, not Text-01's layer: a short
+causal depthwise convolution (kernel K, as Zoology's and fla's linear-attention baselines use)
+on W_qkv x before the SiLU, [q | k | v] = SiLU(conv_K(W_qkv x)), which gives the layer a
+sharp local path (e.g. "the previous token"). Its cache adds the last K - 1 projected tokens.
 """
 
 from __future__ import annotations
@@ -25,23 +30,25 @@ def decay_rates(n_heads: int, layer: int, n_layers: int) -> torch.Tensor:
 
 
 class LinearState:
-    """The lightning cache: S (B, H, D, D) in fp32, plus the count of tokens it has absorbed."""
+    """The lightning cache: S (B, H, D, D) in fp32, the count of tokens it has absorbed, and
+    (qkv_conv variant only) the convolution's last K - 1 inputs (B, K - 1, 3 H D)."""
 
     def __init__(self):
         self.state: torch.Tensor | None = None
+        self.conv_tail: torch.Tensor | None = None
         self.length = 0
 
     def reserve(self, n: int) -> None:
         pass  # a fixed-size state
 
     def snapshot(self):
-        return self.state, self.length  # forward() replaces the state tensor, never writes into it
+        return self.state, self.length, self.conv_tail  # forward() replaces these tensors, never writes into them
 
     def restore(self, snap) -> None:
-        self.state, self.length = snap
+        self.state, self.length, self.conv_tail = snap
 
     def nbytes(self) -> int:
-        return 0 if self.state is None else self.state.numel() * self.state.element_size()
+        return sum(0 if t is None else t.numel() * t.element_size() for t in (self.state, self.conv_tail))
 
 
 class LightningAttention(nn.Module):
@@ -56,6 +63,20 @@ class LightningAttention(nn.Module):
         self.norm = nn.RMSNorm(self.H * self.D, eps=1e-6)
         self.o = nn.Linear(self.H * self.D, cfg.d_model, bias=False)
         self.register_buffer("decay", decay_rates(self.H, layer, cfg.n_layers), persistent=False)
+        self.K = design.qkv_conv
+        width = 3 * self.H * self.D
+        self.conv = nn.Conv1d(width, width, self.K, groups=width, bias=False) if self.K else None
+
+    def mix(self, u: torch.Tensor, cache: LinearState | None) -> torch.Tensor:
+        """u (B, T, 3HD) -> the causal depthwise convolution of u (identity without qkv_conv)."""
+        if self.conv is None:
+            return u
+        B, _, W = u.shape
+        tail = cache.conv_tail if cache is not None and cache.conv_tail is not None else u.new_zeros(B, self.K - 1, W)
+        full = torch.cat([tail, u], dim=1)  # (B, K - 1 + T, 3HD)
+        if cache is not None:
+            cache.conv_tail = full[:, full.shape[1] - (self.K - 1) :]
+        return F.conv1d(full.transpose(1, 2), self.conv.weight, groups=W).transpose(1, 2)
 
     def new_cache(self) -> LinearState:
         return LinearState()
@@ -66,7 +87,7 @@ class LightningAttention(nn.Module):
     def forward(self, x: torch.Tensor, cache: LinearState | None = None):
         """x (B, T, C) -> (y (B, T, C), aux loss 0). With a cache: starts from and updates its state."""
         B, T, _ = x.shape
-        q, k, v = F.silu(self.qkv(x)).view(B, T, 3, self.H, self.D).permute(2, 0, 3, 1, 4)  # (B, H, T, D)
+        q, k, v = F.silu(self.mix(self.qkv(x), cache)).view(B, T, 3, self.H, self.D).permute(2, 0, 3, 1, 4)  # (B, H, T, D)
         o, state = lightning_attn(q, k, v, self.decay, initial_state=cache.state if cache is not None else None)
         if cache is not None:
             cache.state, cache.length = state, cache.length + T

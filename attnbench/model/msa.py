@@ -22,7 +22,7 @@ from torch import nn
 from attnbench.kernels import msa_attn, msa_select
 from attnbench.kernels.msa.reference import selection_mask
 
-from .common import Buffer, KVCache, Rotary
+from .common import Buffer, KVCache, Position, Rotary, rotary_frac
 
 INDEX_LOSS_MAX_TOKENS = 4096  # the auxiliary loss is dense (T x T): training lengths only
 
@@ -75,8 +75,8 @@ class MSAAttention(nn.Module):
         self.o = nn.Linear(self.H * self.D, cfg.d_model, bias=False)
         self.index_q = nn.Linear(cfg.d_model, self.G * self.Di, bias=False)
         self.index_k = nn.Linear(cfg.d_model, self.Di, bias=False)
-        self.rope = Rotary(self.D, cfg.rotary_frac, cfg.rope_base)
-        self.index_rope = Rotary(self.Di, cfg.rotary_frac if design.index_rope else 0.0, cfg.rope_base)
+        self.pos = Position(cfg, design, self.D, self.H, cap=design.top_k * design.block_size)
+        self.index_rope = Rotary(self.Di, rotary_frac(cfg, design) if design.index_rope else 0.0, cfg.rope_base)
 
     def new_cache(self) -> MSACache:
         return MSACache()
@@ -86,16 +86,16 @@ class MSAAttention(nn.Module):
         B, T, _ = x.shape
         pos0 = cache.length
         k, v = self.kv(x).view(B, T, 2, self.G, self.D).permute(2, 0, 3, 1, 4)
-        cache.append(self.rope(k, pos0), v)
+        cache.append(self.pos.key(k, pos0), v)
         cache.ik.append(self.index_rope(self.index_k(x).unsqueeze(1), pos0).squeeze(1))
 
     def forward(self, x: torch.Tensor, cache: MSACache | None = None):
         """x (B, T, C) -> (y (B, T, C), index KL loss (0 outside training))."""
         B, T, _ = x.shape
         pos0 = cache.length if cache is not None else 0
-        q = self.rope(self.q(x).view(B, T, self.H, self.D).transpose(1, 2), pos0)  # (B, H, T, D)
+        q = self.pos.query(self.q(x).view(B, T, self.H, self.D).transpose(1, 2), pos0)  # (B, H, T, D)
         k, v = self.kv(x).view(B, T, 2, self.G, self.D).permute(2, 0, 3, 1, 4)  # (B, G, T, D)
-        k = self.rope(k, pos0)
+        k = self.pos.key(k, pos0)
         xi = x.detach()  # the index branch learns only from its own loss
         iq = self.index_rope(self.index_q(xi).view(B, T, self.G, self.Di).transpose(1, 2), pos0)  # (B, G, T, Di)
         ik = self.index_rope(self.index_k(xi).unsqueeze(1), pos0).squeeze(1)  # (B, T, Di)

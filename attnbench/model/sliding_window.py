@@ -68,6 +68,9 @@ class SlidingWindowAttention(SoftmaxAttention):
         super().__init__(cfg, design, layer)
         self.window = design.window
 
+    def keys_seen(self, design) -> int:
+        return design.window
+
     def new_cache(self) -> RingCache:
         return RingCache(self.window)
 

@@ -1,4 +1,7 @@
-"""softmax: causal GQA attention with partial RoPE (MiniMax M2 / Text-01's softmax layers)."""
+"""softmax: causal GQA attention with partial RoPE (MiniMax M2 / Text-01's softmax layers).
+
+Positions follow ``attention.<design>.position`` (common.Position): partial RoPE by default.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +10,7 @@ from torch import nn
 
 from attnbench.kernels import softmax_attn
 
-from .common import KVCache, Rotary
+from .common import KVCache, Position
 
 
 class SoftmaxAttention(nn.Module):
@@ -17,7 +20,11 @@ class SoftmaxAttention(nn.Module):
         self.q = nn.Linear(cfg.d_model, self.H * self.D, bias=False)
         self.kv = nn.Linear(cfg.d_model, 2 * self.Hkv * self.D, bias=False)
         self.o = nn.Linear(self.H * self.D, cfg.d_model, bias=False)
-        self.rope = Rotary(self.D, cfg.rotary_frac, cfg.rope_base)
+        self.pos = Position(cfg, design, self.D, self.H, cap=self.keys_seen(design))
+
+    def keys_seen(self, design) -> int:
+        """The most keys one query can attend to (0: unbounded); caps the log-n scale."""
+        return 0
 
     def new_cache(self) -> KVCache:
         return KVCache()
@@ -26,13 +33,13 @@ class SoftmaxAttention(nn.Module):
         """x (B, T, C) -> q (B, H, T, D), k, v (B, Hkv, T, D), RoPE applied at pos0.."""
         B, T, _ = x.shape
         q = self.q(x).view(B, T, self.H, self.D).transpose(1, 2)
-        return (self.rope(q, pos0), *self.keys_values(x, pos0))
+        return (self.pos.query(q, pos0), *self.keys_values(x, pos0))
 
     def keys_values(self, x: torch.Tensor, pos0: int):
         """x (B, T, C) -> k, v (B, Hkv, T, D), RoPE on k at pos0.. (no queries)."""
         B, T, _ = x.shape
         k, v = self.kv(x).view(B, T, 2, self.Hkv, self.D).permute(2, 0, 3, 1, 4)
-        return self.rope(k, pos0), v
+        return self.pos.key(k, pos0), v
 
     def fill_cache(self, x: torch.Tensor, cache: KVCache) -> None:
         """Append x's keys and values without attending (nothing reads this layer's output)."""

@@ -11,7 +11,7 @@ probes use at evaluation time, so the curriculum ends in the evaluation format.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
@@ -23,6 +23,8 @@ IGNORE = -100
 
 @dataclass
 class Stage:
+    """One curriculum stage (also the schema of ``train.stages`` in the config)."""
+
     n_keys: int = 16
     n_values: int = 16
     n_filler: int = 16
@@ -30,10 +32,27 @@ class Stage:
     context_len: int = 24  # BOS + haystack + SEP
     n_queries: int = 4
     value_noise: float = 0.0
+    max_context_len: int = 0  # > context_len: each step draws its length from the powers of two in between
 
     @property
     def seq_len(self) -> int:
         return self.context_len + self.n_queries
+
+    def lengths(self) -> list[int]:
+        """The context lengths this stage trains on: context_len, doubled up to max_context_len."""
+        out = [self.context_len]
+        while out[-1] * 2 <= self.max_context_len:
+            out.append(out[-1] * 2)
+        return out
+
+    @property
+    def longest(self) -> int:
+        """The longest context of the stage: what passing it proves."""
+        return self.lengths()[-1]
+
+    def at(self, context_len: int) -> "Stage":
+        """This stage at one fixed context length (a mixed stage's draw for one step)."""
+        return replace(self, context_len=context_len, max_context_len=0)
 
 
 def mqar_batch(rng: np.random.Generator, vocab: Vocab, stage: Stage, batch: int) -> tuple[torch.Tensor, torch.Tensor]:
