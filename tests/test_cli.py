@@ -197,8 +197,8 @@ def test_ctrl_c_leaves_a_partial_report_and_disabled_wandb_writes_nothing(tmp_pa
 
 def test_sigterm_finishes_like_ctrl_c_with_exit_143_and_a_partial_report(tmp_path):
     """SIGTERM (SLURM, Docker, `timeout`): the current cell stays whole, footer, partial report, 143."""
-    proc = subprocess.Popen([sys.executable, "-m", "attnbench", "+exp=smoke", "report.pdf=false", "wandb.mode=disabled",
-                             f"hydra.run.dir={tmp_path}/run"], cwd=tmp_path, stdout=subprocess.PIPE,
+    proc = subprocess.Popen([sys.executable, "-m", "attnbench", "+exp=smoke", "threads=1", "report.pdf=false",
+                             "wandb.mode=disabled", f"hydra.run.dir={tmp_path}/run"], cwd=tmp_path, stdout=subprocess.PIPE,
                             preexec_fn=lambda: signal.signal(signal.SIGTERM, signal.SIG_DFL),
                             stderr=subprocess.PIPE, text=True)
     results = tmp_path / "run" / "results.jsonl"

@@ -84,7 +84,7 @@ def test_no_secret_reaches_records_logs_reports_or_wandb(tmp_path):
     """A real run with a key in the environment, and a config that even interpolates it."""
     env = {**os.environ, "WANDB_API_KEY": FAKE_KEY, "HF_TOKEN": "hf_" + "x" * 30}
     run = tmp_path / "run"
-    res = subprocess.run([sys.executable, "-m", "attnbench", "+exp=smoke", "design=softmax",
+    res = subprocess.run([sys.executable, "-m", "attnbench", "+exp=smoke", "design=softmax", "threads=1",
                           "exp.description=${oc.env:WANDB_API_KEY}", "wandb.tags=[${oc.env:WANDB_API_KEY}]",
                           f"wandb.group=g-{env['HF_TOKEN']}", f"hydra.run.dir={run}"],  # typed out: Hydra's .hydra/ holds it
                          capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env)
