@@ -136,7 +136,6 @@ def now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
 
 
-
 # ---------------------------------------------------------------- one line
 
 CHECKSUM = "crc32"
