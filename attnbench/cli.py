@@ -1,9 +1,12 @@
 """``python -m attnbench +exp=NAME [overrides]``: compose, validate, run one experiment.
 
-Config errors (a mistyped key, an unknown option, a value out of range) stop before any work
-with exit code 2 and one line on stderr naming the field, the value and what is allowed.
-Every run ends (completed, failed, or interrupted by Ctrl-C: then partial) by writing its
-report (report.html, report.pdf) and its W&B runs (offline by default) from its records.
+Bad input stops before any work (before Hydra creates the run directory, see ``Guard``) with
+exit code 2 and one line on stderr: a config error names the field, the value and what is
+allowed; a run directory or cache directory that cannot be used, or a run directory that holds
+another config's records, says so and what to do.
+Every run ends (completed, failed, or interrupted by Ctrl-C or SIGTERM: then partial, exit code
+130 or 143) by writing its footer, its report (report.html, report.pdf) and its W&B runs
+(offline by default) from its records.
 
 Subcommands (dispatched before Hydra sees the arguments):
     python -m attnbench report RUN_DIR [RUN_DIR ...] [--out DIR] [--no-pdf]
@@ -13,21 +16,45 @@ Subcommands (dispatched before Hydra sees the arguments):
 
 from __future__ import annotations
 
+import argparse
+import copy
 import os
+import signal
 import sys
 import time
 from pathlib import Path
+from typing import Any, NoReturn
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
 from hydra.errors import HydraException, MissingConfigException
-from omegaconf import DictConfig, OmegaConf
+from hydra.experimental.callback import Callback
+from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException, ValidationError
 
 from . import config as config_mod
+from . import rundir
 from .config import ConfigError
+from .rundir import RunDirError
 
 config_mod.register()
+
+EXIT_BAD_INPUT, EXIT_SIGINT, EXIT_SIGTERM = 2, 130, 143  # 128 + the signal number, as shells report it
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (sent by SLURM, Docker, `timeout`), handled like Ctrl-C: a KeyboardInterrupt, so that
+    every ``except KeyboardInterrupt`` (training saves its checkpoint) sees it too."""
+
+
+def _raise_terminated(signum, frame) -> NoReturn:
+    raise Terminated()
+
+
+def fail(message: str, config: bool = False) -> NoReturn:
+    """Bad input: one line on stderr, exit code 2."""
+    print(f"attnbench: {'config error: ' if config else ''}{message}", file=sys.stderr)
+    sys.exit(EXIT_BAD_INPUT)
 
 
 def one_line(ex: BaseException) -> str:
@@ -68,27 +95,128 @@ def check_group_choices(overrides: list[str]) -> None:
             raise ConfigError(group, o.input_line.split("=", 1)[-1], f"one of {', '.join(options)}")
 
 
-def config_error(overrides: list[str]) -> str | None:
-    """Compose and validate ``overrides`` as the CLI does; the one-line error, or None if valid."""
+def preflight(cfg: DictConfig, run_dir: Path) -> None:
+    """Everything checked before a run touches the disk: the config, the device, the directories.
+
+    Raises ConfigError or RunDirError (one-line messages); creates nothing.
+    """
+    from .checkpoints import cache_root
+    from .experiments import CACHE_USERS
+
+    config_mod.validate(cfg)
+    if cfg.device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            raise ConfigError("device", "cuda", "torch sees no CUDA device here; use device=cpu or device=auto")
+    rundir.check_writable(run_dir, "run directory", "choose another with hydra.run.dir=...")
+    if cfg.exp.name in CACHE_USERS:
+        rundir.check_writable(cache_root(), "cache directory", "set ATTNBENCH_CACHE to a writable directory")
+
+
+def task_config(cfg: DictConfig) -> DictConfig:
+    """The config a task sees (the hydra node removed), as Hydra's run_job makes it."""
+    task = copy.deepcopy(cfg)
+    with read_write(task), open_dict(task):
+        task.pop("hydra", None)
+    return task
+
+
+def prepare(cfg: DictConfig, run_dir: Path) -> None:
+    """Check everything (``preflight``), then claim the run directory: its lock, and its config."""
+    from .runner import config_hash
+
+    preflight(cfg, run_dir)
+    rundir.claim(run_dir, config_hash(cfg), lock=cfg.lock, force=cfg.force,
+                 say=lambda line: print(line, file=sys.stderr, flush=True))
+
+
+def prepare_or_exit(cfg: DictConfig, run_dir: Path) -> None:
+    try:
+        prepare(cfg, run_dir)
+    except ConfigError as ex:
+        fail(str(ex), config=True)
+    except RunDirError as ex:
+        fail(str(ex))
+    except KeyboardInterrupt:  # Ctrl-C while waiting for another run's lock: nothing started yet
+        print("attnbench: interrupted before the run started; nothing recorded", file=sys.stderr)
+        sys.exit(EXIT_SIGINT)
+
+
+class Guard(Callback):
+    """Hydra callback (conf/config.yaml: hydra.callbacks.guard): runs ``prepare`` before Hydra
+    creates the run directory and writes .hydra/ into it, so a refused run leaves nothing behind.
+    Hydra turns a callback's exceptions into warnings, so a refusal exits here (one line, code 2).
+    A sweep's jobs are composed by its launcher: each is checked at its start (``hydra_entry``),
+    after Hydra made its job directory."""
+
+    def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
+        HydraConfig.instance().set_config(config)  # lets ${hydra:...} in hydra.run.dir resolve
+        prepare_or_exit(task_config(config), Path(str(config.hydra.run.dir)))
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        try:
+            rundir.check_writable(Path(str(config.hydra.sweep.dir)), "sweep directory",
+                                  "choose another with hydra.sweep.dir=...")
+        except RunDirError as ex:
+            fail(str(ex))
+
+    def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
+        """Mask secrets in the files Hydra just wrote (.hydra/*.yaml hold the overrides as typed)."""
+        from .redact import redact
+
+        for f in Path(str(config.hydra.runtime.output_dir), str(config.hydra.output_subdir or ".hydra")).glob("*.yaml"):
+            text = f.read_text()
+            if redact(text) != text:
+                f.write_text(redact(text))
+
+    def on_job_end(self, config: DictConfig, job_return: Any, **kwargs: Any) -> None:
+        rundir.release(Path(str(config.hydra.runtime.output_dir)))
+
+
+def config_error(overrides: list[str], check_dirs: bool = False) -> str | None:
+    """Compose and validate ``overrides`` as the CLI does; the one-line error, or None if valid.
+
+    With ``check_dirs`` also what ``Guard`` checks on disk (the run and cache directories, the
+    run directory's config), without creating or locking anything.
+    """
     from hydra import compose, initialize_config_module
+
+    from .runner import config_hash
 
     with initialize_config_module(config_module="attnbench.conf", version_base="1.3"):
         try:
             check_group_choices(overrides)
-            config_mod.validate(compose(config_name="config", overrides=overrides))
+            cfg = compose(config_name="config", overrides=overrides, return_hydra_config=check_dirs)
+            if not check_dirs:
+                config_mod.validate(cfg)
+                return None
+            HydraConfig.instance().set_config(cfg)
+            task, run_dir = task_config(cfg), Path(str(cfg.hydra.run.dir))
+            preflight(task, run_dir)
+            if not task.force:
+                rundir.check_identity(run_dir, config_hash(task))
         except (ConfigError, HydraException, OmegaConfBaseException) as ex:
             return one_line(ex)
+        except RunDirError as ex:
+            return str(ex)
     return None
 
 
 @hydra.main(version_base="1.3", config_path="pkg://attnbench.conf", config_name="config")
 def hydra_entry(cfg: DictConfig) -> None:
-    try:
-        config_mod.validate(cfg)
-    except ConfigError as ex:  # exit here: past this point Hydra would add its own report
-        print(f"attnbench: config error: {ex}", file=sys.stderr)
-        sys.exit(2)
-    run(cfg, Path(HydraConfig.get().runtime.output_dir))
+    run_dir = Path(HydraConfig.get().runtime.output_dir)
+    prepare_or_exit(cfg, run_dir)  # done already by Guard for a single run; a sweep's jobs get here
+    run(cfg, run_dir)
+
+
+def describe(ex: BaseException) -> str:
+    """A failure in one line (the footer's and the report's ``error``)."""
+    if isinstance(ex, SystemExit) and isinstance(ex.code, str):
+        text = ex.code
+    else:
+        text = f"{type(ex).__name__}: {ex}" if str(ex) else type(ex).__name__
+    return " ".join(text.split())[:500]
 
 
 def run(cfg: DictConfig, run_dir: Path) -> None:
@@ -99,30 +227,43 @@ def run(cfg: DictConfig, run_dir: Path) -> None:
     from .results import Recorder
     from .runner import RunContext, config_dict, config_hash, resolve_device, seed_everything
 
+    previous = signal.signal(signal.SIGTERM, _raise_terminated)
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     seeds = seed_everything(cfg.seed)
     device = resolve_device(cfg.device)
     recorder = Recorder(run_dir / "results.jsonl", cfg.exp.name, {**config_dict(cfg), "seeds": seeds}, config_hash(cfg))
     ctx = RunContext(cfg=cfg, run_dir=run_dir, recorder=recorder, device=device)
+    if recorder.repaired.summary():  # damaged lines, cells not whole: set aside, their cells run again
+        ctx.console.print(f"attnbench: {recorder.repaired.summary()}; repaired: those cells run again, the removed "
+                          f"lines are kept in {recorder.path.name}.damaged", markup=False, highlight=False)
     ctx.console.print(f"[bold]attnbench[/] exp={cfg.exp.name} designs={','.join(ctx.design_names)} "
                       f"device={device} run_dir={run_dir}")
     start = time.perf_counter()
-    status = "failed"
+    status, error, code = "failed", None, 0
     try:
         with force(None if cfg.backend == "auto" else cfg.backend):
             runner(cfg.exp.name)(ctx)
         status = "completed"
-    except KeyboardInterrupt:
-        status = "interrupted"
+    except KeyboardInterrupt as ex:  # Ctrl-C or SIGTERM: finish like a run, partially
+        for sig in (signal.SIGINT, signal.SIGTERM):  # a second signal ends the process at once
+            signal.signal(sig, signal.SIG_DFL)
+        status, code = "interrupted", EXIT_SIGTERM if isinstance(ex, Terminated) else EXIT_SIGINT
+        error = "SIGTERM" if isinstance(ex, Terminated) else "SIGINT (Ctrl-C)"
+    except BaseException as ex:
+        error = describe(ex)
+        raise
     finally:
-        recorder.close(status, time.perf_counter() - start)
-        ctx.console.print(f"{status} in {time.perf_counter() - start:.1f} s; records in {recorder.path}")
+        recorder.close(status, time.perf_counter() - start, error)
+        ctx.console.print(f"{status} in {time.perf_counter() - start:.1f} s" + (f" ({error})" if error else "")
+                          + f"; records in {recorder.path}", markup=False, highlight=False)
         if status == "interrupted":  # every finished cell is already on disk (cells commit atomically)
             ctx.console.print(f"{len(recorder.done_cells)} cells recorded; rerun the same command to resume")
         finish_run(cfg, run_dir, ctx.console, status)
-    if status == "interrupted":
-        sys.exit(130)
+        if status != "interrupted":  # after a signal, a second one ends the process at once (SIG_DFL)
+            signal.signal(signal.SIGTERM, previous)
+    if code:
+        sys.exit(code)
 
 
 def finish_run(cfg: DictConfig, run_dir: Path, console, status: str) -> None:
@@ -164,13 +305,21 @@ def finish_run(cfg: DictConfig, run_dir: Path, console, status: str) -> None:
     console.print(f"{msg} (sinks done {time.perf_counter() - t0:.1f} s after the run)")
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """argparse, with a usage error in one line (argparse's documented hook: ``error``)."""
+
+    def error(self, message: str) -> NoReturn:
+        fail(f"{self.prog.split()[-1]}: {message} (see --help)")
+
+
 def report_main(argv: list[str]) -> int:
-    import argparse
-
+    """``report``: exit 0 with a report; 2 with one line on stderr for bad input, or when the report
+    was written but left damaged lines out (one line per damaged results file)."""
     from .report import all_experiments, build_report
+    from .report.data import ResultsError
 
-    ap = argparse.ArgumentParser(prog="python -m attnbench report",
-                                 description="Write report.html and report.pdf from run directories' results.jsonl.")
+    ap = OneLineParser(prog="python -m attnbench report",
+                       description="Write report.html and report.pdf from run directories' results.jsonl.")
     ap.add_argument("run_dirs", nargs="*", type=Path, help="run or sweep directories (merged into one report)")
     ap.add_argument("--out", type=Path, help="where to write (default: the run directory, or the one they share)")
     ap.add_argument("--no-pdf", action="store_true", help="skip report.pdf")
@@ -178,23 +327,31 @@ def report_main(argv: list[str]) -> int:
                     help="experiments/<name>/ -> reports/<name>/ for every recorded experiment")
     ap.add_argument("--root", type=Path, default=Path("."), help="repository root for --all-experiments")
     args = ap.parse_args(argv)
+    if not args.all_experiments and not args.run_dirs:
+        ap.error("give RUN_DIR(s) or --all-experiments")
     try:
+        if args.out is not None:
+            rundir.check_writable(args.out, "report directory --out", "choose another with --out DIR")
         if args.all_experiments:
             results = all_experiments(args.root, pdf=not args.no_pdf)
-        elif args.run_dirs:
-            results = [build_report(args.run_dirs, args.out, pdf=not args.no_pdf)]
         else:
-            ap.error("give RUN_DIR(s) or --all-experiments")
-    except FileNotFoundError as ex:
-        print(f"attnbench: report: {ex}", file=sys.stderr)
-        return 2
+            results = [build_report(args.run_dirs, args.out, pdf=not args.no_pdf)]
+    except (ResultsError, RunDirError) as ex:
+        fail(f"report: {ex}")
+    except OSError as ex:  # a path that cannot be read or written
+        fail(f"report: {ex.filename or ''}: {ex.strerror or ex}")
+    damaged = False
     for res in results:
         print(f"report: {res.html}" + (f", {res.pdf}" if res.pdf else "") + f" ({res.seconds['total']:.1f} s)")
         if not args.no_pdf and res.pdf_error:
             print(f"report: no PDF: {res.pdf_error}", file=sys.stderr)
+        for problem in res.problems:
+            print(f"attnbench: report: {problem}; left out of the report (rerun the run to redo those cells)",
+                  file=sys.stderr)
+            damaged = True
     if not results:
         print(f"report: no results.jsonl under {args.root / 'experiments'}", file=sys.stderr)
-    return 0
+    return EXIT_BAD_INPUT if damaged else 0
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -212,8 +369,7 @@ def main(argv: list[str] | None = None) -> None:
         check_group_choices([a for a in argv if not a.startswith("-")])
         hydra_entry()
     except (ConfigError, HydraException, OmegaConfBaseException) as ex:
-        print(f"attnbench: config error: {one_line(ex)}", file=sys.stderr)
-        sys.exit(2)
+        fail(one_line(ex), config=True)
 
 
 if __name__ == "__main__":

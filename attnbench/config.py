@@ -7,6 +7,7 @@ failure is a ``ConfigError`` naming the field, the value, and what is allowed.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
@@ -22,6 +23,8 @@ INDEX_POOLS = ("max", "mean")
 DTYPES = ("float32", "bfloat16", "float16", "float8")
 BENCH_SCOPES = ("op", "layer")
 WANDB_MODES = ("offline", "online", "disabled")
+LOCK_MODES = ("wait", "refuse")
+MAX_SEED = 2**32 - 1  # numpy's seed range (attnbench.runner.seed_everything seeds numpy too)
 KERNEL_OPS = ("softmax", "sliding_window", "lightning", "msa")
 KERNEL_DTYPES = ("float32", "float16", "bfloat16")
 KERNEL_BASELINES = ("sdpa", "flash_attn", "flex", "fla", "reference")
@@ -286,7 +289,9 @@ class RootConfig:
     seed: int = 0
     device: str = "auto"  # auto | cpu | cuda
     backend: str = "auto"  # kernel backend for every op: auto | reference | triton
-    threads: int = 0  # torch CPU threads (0: torch's default)
+    threads: int = 0  # torch CPU threads (0: torch's default), at most the machine's cores
+    lock: str = "wait"  # another run holds the run directory: wait for it, or refuse (attnbench/rundir.py)
+    force: bool = False  # the run directory holds another config's records: set them aside and start afresh
     wandb: WandbConfig = field(default_factory=WandbConfig)
     report: ReportConfig = field(default_factory=ReportConfig)
 
@@ -312,6 +317,34 @@ def parse_duration(text: str) -> float:
 def _positive(field_name: str, value: Any) -> None:
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
         raise ConfigError(field_name, value, "must be an integer >= 1")
+
+
+def _duration(field_name: str, value: Any) -> None:
+    try:
+        seconds = parse_duration(value)
+    except ValueError:
+        raise ConfigError(field_name, value, "a duration such as 90s, 15m, 2h or 1h30m") from None
+    if not seconds > 0:
+        raise ConfigError(field_name, value, "a duration > 0 such as 90s, 15m, 2h or 1h30m")
+
+
+def smoke_bytes(cfg) -> int:
+    """A lower bound on what exp.seq_len costs a training step: fp32 logits and their gradient
+    (2 x V per token) and the residual stream kept for backward (d_model per layer and token)."""
+    m = cfg.model
+    return 4 * cfg.exp.batch * cfg.exp.seq_len * (2 * m.vocab_size + m.n_layers * m.d_model)
+
+
+def validate_memory(cfg) -> None:
+    """Lengths whose tensors cannot fit in this machine's memory stop here, before allocating."""
+    import psutil
+
+    if cfg.exp.name != "smoke":  # smoke holds its whole sequence at once; needle_4m and multihop plan
+        return  # each length against memory (attnbench.plan), the cost experiments against bench.max_call_s
+    need, have = smoke_bytes(cfg), psutil.virtual_memory().total
+    if need > have:
+        raise ConfigError("exp.seq_len", cfg.exp.seq_len, f"needs at least {need / 2**30:,.1f} GiB at exp.batch="
+                          f"{cfg.exp.batch}; this machine has {have / 2**30:,.1f} GiB")
 
 
 def validate_design(name: str, d, n_layers: int, used: bool = True) -> None:
@@ -408,14 +441,17 @@ def validate(cfg) -> None:
         for name, d in cfg.attention.items():
             if d.block_size & (d.block_size - 1):
                 raise ConfigError(f"attention.{name}.block_size", d.block_size, "a power of two with backend=triton")
-    if cfg.threads < 0:
-        raise ConfigError("threads", cfg.threads, "must be >= 0 (0: torch's default)")
-    try:
-        parse_duration(cfg.exp.budget)
-    except ValueError:
-        raise ConfigError("exp.budget", cfg.exp.budget, "a duration such as 90s, 15m, 2h or 1h30m") from None
+    cores = os.cpu_count() or 1
+    if not 0 <= cfg.threads <= cores:
+        raise ConfigError("threads", cfg.threads, f"0 (torch's default) or 1 .. {cores} (this machine's CPU cores)")
+    if not 0 <= cfg.seed <= MAX_SEED:
+        raise ConfigError("seed", cfg.seed, f"an integer in 0 .. {MAX_SEED}")
+    if cfg.lock not in LOCK_MODES:
+        raise ConfigError("lock", cfg.lock, f"one of {', '.join(LOCK_MODES)} (when another run holds the run directory)")
+    _duration("exp.budget", cfg.exp.budget)
     for key in ("batch", "seq_len", "prefill_chunk"):
         _positive(f"exp.{key}", getattr(cfg.exp, key))
+    validate_memory(cfg)
     if cfg.wandb.mode not in WANDB_MODES:
         raise ConfigError("wandb.mode", cfg.wandb.mode, f"one of {', '.join(WANDB_MODES)}")
     if not cfg.wandb.project or "/" in cfg.wandb.project:
@@ -453,10 +489,7 @@ def validate_tasks(cfg) -> None:
     for key in ("advance_at", "floor"):
         if not 0.0 < getattr(tr, key) <= 1.0:
             raise ConfigError(f"train.{key}", getattr(tr, key), "a fraction in (0, 1]")
-    try:
-        parse_duration(tr.budget)
-    except ValueError:
-        raise ConfigError("train.budget", tr.budget, "a duration such as 90s, 15m, 2h or 1h30m") from None
+    _duration("train.budget", tr.budget)
     if not tr.stages:
         raise ConfigError("train.stages", [], "at least one curriculum stage")
     for i, st in enumerate(tr.stages):
@@ -475,6 +508,8 @@ def validate_tasks(cfg) -> None:
         if not st.n_queries <= st.n_pairs <= min(st.n_keys, (st.context_len - 2) // 2):
             raise ConfigError(f"{where}.n_pairs", st.n_pairs, f"need n_queries <= n_pairs <= min(n_keys, (context_len - 2) // 2)")
     e = cfg.eval
+    if not e.context_lens:
+        raise ConfigError("eval.context_lens", [], "at least one context length in tokens (>= 16)")
     for i, n in enumerate(e.context_lens):
         if not isinstance(n, int) or n < 16:
             raise ConfigError(f"eval.context_lens[{i}]", n, "a context length in tokens, >= 16")

@@ -1,11 +1,22 @@
-"""Results records: one ``results.jsonl`` per run directory.
+"""Results records: one ``results.jsonl`` per run directory, each line verifiable on its own.
 
 The first line of every (re)start is a header (config hash, git commit, library versions,
 hardware); then one JSON object per measurement; a run that ends through attnbench.cli
-appends a footer (status completed | interrupted | failed, wall_s). Secret-looking values
-from the environment are masked before anything is written (attnbench.redact). A line is written with one ``write`` of the
-whole line, flushed and fsync'ed, so a killed run leaves whole records (a reader skips a
-torn last line rather than failing).
+appends a footer (status completed | interrupted | failed, wall_s, and the error of a failed
+run). Secret-looking values from the environment are masked before anything is written
+(attnbench.redact).
+
+Integrity (read back by ``scan``):
+- every line ends in a CRC-32 of the rest of the line (``"crc32": "89abcdef"``), so a line
+  garbled on disk is told apart from a good one even when it is still valid JSON;
+- the records of one experiment cell are written in one ``write`` together with a commit line
+  (``{"type": "commit", "cell": KEY, "coords": {...}, "records": N}``) that follows its N
+  record lines: a cell is done only when its commit line and all N records are whole;
+- a damaged line (cut short, garbled, not UTF-8, not a JSON object) and the records of a cell
+  that is not whole are counted and named; ``Scan.repair`` rewrites the file atomically
+  without them (they go to ``results.jsonl.damaged``, nothing is thrown away), so a rerun
+  redoes exactly those cells and never appends to a torn line.
+Lines written before this format (no checksum) are read as they are.
 """
 
 from __future__ import annotations
@@ -15,7 +26,10 @@ import hashlib
 import json
 import os
 import platform
+import re
 import subprocess
+import zlib
+from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 from typing import Any, Iterable
@@ -122,29 +136,237 @@ def now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
 
 
+# ---------------------------------------------------------------- one line
+
+CHECKSUM = "crc32"
+_CHECKED = re.compile(rb'^(\{.*), "crc32": "([0-9a-f]{8})"\}$')
+DAMAGED_SUFFIX = ".damaged"  # results.jsonl.damaged: the lines a repair took out, as they were
+
+
+def encode_line(obj: dict) -> bytes:
+    """One JSON line (secrets masked) ending in the CRC-32 of everything before it.
+
+    The checksum covers the exact bytes of the line, so checking it needs no re-serialization.
+    zlib.crc32 is the stdlib's corruption check; the framing around it (a last key) is ours
+    because JSON Lines has none and readers of results.jsonl must still see plain JSON.
+    """
+    body = redact(json.dumps(obj, default=str, allow_nan=True)).encode()  # ASCII: any other byte is damage
+    return body[:-1] + b', "%s": "%08x"}\n' % (CHECKSUM.encode(), zlib.crc32(body))
+
+
+def decode_line(raw: bytes) -> tuple[dict | None, str | None, bool]:
+    """(object, None, checked) of a good line; (None, what is wrong, False) of a damaged one."""
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError as ex:
+        return None, f"not UTF-8 (byte {ex.start + 1} is 0x{raw[ex.start]:02x})", False
+    m = _CHECKED.match(raw)
+    body = m[1] + b"}" if m else raw
+    if m and zlib.crc32(body) != int(m[2], 16):
+        return None, "checksum mismatch (garbled)", False
+    try:
+        obj = json.loads(body)
+    except (json.JSONDecodeError, RecursionError):
+        return None, "not valid JSON" + (" (cut short)" if raw.startswith(b"{") and not raw.rstrip().endswith(b"}") else ""), False
+    if not isinstance(obj, dict):
+        return None, f"not a JSON object ({type(obj).__name__})", False
+    if not m and CHECKSUM in obj:
+        return None, "checksum field garbled", False
+    return obj, None, bool(m)
+
+
+# ---------------------------------------------------------------- a whole file
+
+
+@dataclass
+class Line:
+    no: int  # 1-based line number in the file
+    raw: bytes  # without the newline
+    obj: dict | None  # None when damaged
+    problem: str | None = None  # why it is damaged, or why its cell is not whole
+    checked: bool = False
+    keep: bool = True  # stays in the file on repair
+
+
+@dataclass
+class Scan:
+    """What a results file holds: its lines, which cells are whole, what is damaged."""
+
+    path: Path
+    lines: list[Line] = field(default_factory=list)
+    done_cells: set[str] = field(default_factory=set)
+    bad_cells: dict[str, str] = field(default_factory=dict)  # cell key -> its name (coordinates)
+    ends_whole: bool = True  # the file ends with a newline
+
+    @property
+    def objects(self) -> list[dict]:
+        """The good lines' objects (checksums dropped), without records of cells that are not whole."""
+        return [l.obj for l in self.lines if l.keep]
+
+    @property
+    def damaged(self) -> list[Line]:
+        return [l for l in self.lines if l.obj is None]
+
+    @property
+    def dropped(self) -> list[Line]:
+        return [l for l in self.lines if not l.keep]
+
+    @property
+    def needs_repair(self) -> bool:
+        return bool(self.dropped) or not self.ends_whole
+
+    def config_hashes(self) -> list[str]:
+        """Config hashes of the runs that wrote this file, in order of appearance."""
+        found = [l.obj.get("config_hash") for l in self.lines if l.keep and l.obj.get("type") in ("header", "record")]
+        return list(dict.fromkeys(h for h in found if h))
+
+    def summary(self) -> str:
+        """One line naming every damaged line and every cell that is not whole ('' if none)."""
+        if not self.dropped:
+            return ""
+        parts = []
+        if self.damaged:
+            what = "; ".join(f"line {l.no}: {l.problem}" for l in self.damaged[:8])
+            more = f"; and {len(self.damaged) - 8} more" if len(self.damaged) > 8 else ""
+            parts.append(f"{len(self.damaged)} damaged line{'s' if len(self.damaged) > 1 else ''} ({what}{more})")
+        if self.bad_cells:
+            names = "; ".join(list(self.bad_cells.values())[:8]) + ("; ..." if len(self.bad_cells) > 8 else "")
+            parts.append(f"{len(self.bad_cells)} cell{'s' if len(self.bad_cells) > 1 else ''} not whole ({names})")
+        dup = sum(1 for l in self.dropped if l.problem and "duplicate" in l.problem)
+        if dup:
+            parts.append(f"{dup} duplicate line{'s' if dup > 1 else ''} of cells recorded twice")
+        return f"{self.path}: " + ", ".join(parts)
+
+    def repair(self) -> None:
+        """Rewrite the file atomically without the dropped lines; append those to results.jsonl.damaged."""
+        if not self.needs_repair:
+            return
+        if self.dropped:
+            with open(self.path.with_name(self.path.name + DAMAGED_SUFFIX), "ab") as f:
+                f.write(b"".join(l.raw + b"\n" for l in self.dropped))
+                f.flush()
+                os.fsync(f.fileno())
+        write_atomic(self.path, b"".join(l.raw + b"\n" for l in self.lines if l.keep))
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Replace ``path`` with ``data``: temp file beside it, fsync, rename, fsync the directory."""
+    from .checkpoints import atomic_write
+
+    atomic_write(path, lambda f: f.write(data))
+    fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def scan(path: Path) -> Scan:
+    """Read and check every line of a results file (see the module docstring for the rules)."""
+    path = Path(path)
+    out = Scan(path)
+    data = path.read_bytes() if path.exists() else b""
+    raws = data.split(b"\n")
+    out.ends_whole = raws[-1] == b""
+    if out.ends_whole:
+        raws.pop()
+    seen_checked = False
+    for no, raw in enumerate(raws, 1):
+        obj, problem, checked = decode_line(raw)
+        if obj is not None and not checked and seen_checked:
+            obj, problem = None, "no checksum"
+        seen_checked |= checked
+        out.lines.append(Line(no, raw, obj, problem, checked, keep=obj is not None))
+    _check_cells(out)
+    return out
+
+
+def _check_cells(out: Scan) -> None:
+    """Mark the records of whole cells; set aside those of cells that are not whole, and duplicates."""
+    lines, in_block = out.lines, set()
+    for j, line in enumerate(lines):
+        obj = line.obj
+        if obj is None or obj.get("type") != "commit":
+            continue
+        key, n = obj.get("cell"), obj.get("records")
+        block = lines[j - n:j] if isinstance(n, int) and 0 <= n <= j else None
+        whole = block is not None and all(b.obj is not None and b.obj.get("type") == "record" and b.obj.get("cell") == key
+                                          and b.no not in in_block for b in block)
+        if whole and key not in out.done_cells:
+            out.done_cells.add(key)
+            in_block.update(b.no for b in block)
+            continue
+        why = "cell already recorded above (duplicate)" if whole else "its cell is not whole"
+        for b in [*(block if whole else []), line]:
+            b.keep, b.problem = False, why
+            in_block.add(b.no)
+        if not whole:
+            out.bad_cells.setdefault(key, cell_name(obj.get("coords"), key))
+    legacy_done = set()
+    for line in lines:
+        obj = line.obj
+        if obj is None or obj.get("type") != "record" or not obj.get("cell") or line.no in in_block:
+            continue
+        if not line.checked:  # written before commit lines existed: done when any of its records is there
+            legacy_done.add(obj["cell"])
+            continue
+        line.keep, line.problem = False, "its cell is not whole"
+        out.bad_cells.setdefault(obj["cell"], cell_name(None, obj["cell"], obj))
+    out.bad_cells = {k: v for k, v in out.bad_cells.items() if k not in out.done_cells}
+    out.done_cells |= legacy_done - set(out.bad_cells)
+
+
+def cell_name(coords: dict | None, key: str, record: dict | None = None) -> str:
+    """How a cell is named in messages: its coordinates, else what its record says, else its key."""
+    if not coords and record:
+        coords = {k: record[k] for k in ("design", "metric", "context_len") if record.get(k) is not None}
+    text = " ".join(f"{k}={v}" for k, v in (coords or {}).items())
+    return f"{text} [{str(key)[:8]}]" if text else f"cell {str(key)[:8]}"
+
+
+# ---------------------------------------------------------------- writing
+
+
 class Recorder:
-    """Appends records to ``path``; every record carries the run's exp and config hash."""
+    """Appends records to ``path``; every record carries the run's exp and config hash.
+
+    Opening a Recorder checks the file (``scan``) and repairs it if needed, before appending
+    the header: ``repaired`` says what was found (its ``summary()`` is '' when nothing was).
+    """
 
     def __init__(self, path: Path, exp: str, config: dict, config_hash: str):
         self.path, self.exp, self.config_hash = Path(path), exp, config_hash
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        # Cells already recorded by an earlier (possibly killed) run in this directory.
-        self.done_cells = {r["cell"] for r in read_jsonl(self.path) if r.get("cell")} if self.path.exists() else set()
+        self.repaired = scan(self.path)
+        self.repaired.repair()
+        # Cells already recorded, whole, by an earlier (possibly killed) run in this directory.
+        self.done_cells = set(self.repaired.done_cells)
         self._append({"type": "header", "exp": exp, "config_hash": config_hash, "started": now(),
                       "git": git_commit(), "versions": versions(), "hardware": hardware(), "config": config})
 
     def _append(self, *objs: dict) -> None:
-        """Append whole lines with one write, flushed and fsync'ed (secrets masked)."""
-        text = redact("".join(json.dumps(o, sort_keys=False, default=str, allow_nan=True) + "\n" for o in objs))
-        with open(self.path, "a", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
+        """Append whole lines with one write(2), fsync'ed (secrets masked).
 
-    def close(self, status: str, wall_s: float) -> None:
-        """A footer line: how this (re)start ended (completed | interrupted | failed)."""
-        self._append({"type": "footer", "exp": self.exp, "config_hash": self.config_hash, "ended": now(),
-                      "status": status, "wall_s": round(wall_s, 3)})
+        A Python signal handler (Ctrl-C, SIGTERM) runs between statements, never inside the one
+        os.write call, so a signal lands before or after a cell's lines, not between them.
+        """
+        data = b"".join(encode_line(o) for o in objs)
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            view = memoryview(data)
+            while view:  # a regular file takes it all at once; a full disk may not
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def close(self, status: str, wall_s: float, error: str | None = None) -> None:
+        """A footer line: how this (re)start ended (completed | interrupted | failed) and why."""
+        footer = {"type": "footer", "exp": self.exp, "config_hash": self.config_hash, "ended": now(),
+                  "status": status, "wall_s": round(wall_s, 3)}
+        if error:
+            footer["error"] = error
+        self._append(footer)
 
     def make(self, **fields: Any) -> dict:
         """A checked record (not yet written)."""
@@ -161,22 +383,25 @@ class Recorder:
         self._append(rec)
         return rec
 
-    def write_cell(self, cell: str, records: list[dict]) -> None:
-        """All records of one cell in one write: after a kill a cell is either whole or absent."""
-        self._append(*({**r, "cell": cell} for r in records))
+    def write_cell(self, cell: str, records: list[dict], coords: dict | None = None) -> None:
+        """All records of one cell and its commit line in one write: after a kill a cell is whole or absent.
+
+        A cell already done in this file is not written again (each record exactly once): an
+        experiment that recomputes a cell regardless (a cheap check) keeps the first records.
+        """
+        if cell in self.done_cells:
+            return
+        commit = {"type": "commit", "cell": cell, "coords": coords or {}, "records": len(records)}
+        self._append(*({**r, "cell": cell} for r in records), commit)
         self.done_cells.add(cell)
 
 
+# ---------------------------------------------------------------- reading
+
+
 def read_jsonl(path: Path) -> list[dict]:
-    """All whole JSON lines of a results file (a torn last line is skipped)."""
-    out = []
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            try:
-                out.append(json.loads(line))
-            except json.JSONDecodeError:
-                continue
-    return out
+    """The good objects of a results file (damaged lines and cells that are not whole left out)."""
+    return scan(path).objects
 
 
 def load_records(paths: Iterable[Path]) -> list[dict]:

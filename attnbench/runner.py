@@ -15,8 +15,8 @@ from rich.console import Console
 from .config import selected_designs
 from .results import Recorder, stable_hash
 
-# Keys that say where or how loudly a run happens, not what it computes.
-NOT_IN_HASH = ("hydra", "wandb", "report", "threads")
+# Keys that say where, how loudly or how a run happens, not what it computes.
+NOT_IN_HASH = ("hydra", "wandb", "report", "threads", "force", "lock")
 
 
 def config_dict(cfg: DictConfig) -> dict:
@@ -98,5 +98,5 @@ class Cell:
         return rec
 
     def commit(self) -> None:
-        self.ctx.recorder.write_cell(self.key, self.pending)
+        self.ctx.recorder.write_cell(self.key, self.pending, self.coords)
         self.pending = []

@@ -4,8 +4,10 @@ Every exp run ends by calling ``log_in_child`` (attnbench.cli): the logging runs
 process killed after ``wandb.timeout_s``, so W&B being absent, offline, slow or failing never
 fails a run nor holds it up longer than that. Offline (the default) writes the runs under
 RUN_DIR/wandb/; ``wandb sync RUN_DIR/wandb/offline-run-*`` uploads them later. The child gets
-no credential from the environment unless mode is online (then only WANDB_API_KEY), and every
-config value it logs passes through ``redact``.
+no credential from the environment unless mode is online (then only WANDB_API_KEY), so secrets
+are masked in the parent, before anything leaves the process: the wandb settings handed to the
+child (tags, group, entity, project), and the records and headers it reads (masked when written).
+A failure in the child comes back as one line: ``W&B: logging failed (ErrorType: message)``.
 
 What a W&B run holds (names are stable; dashboards key on them, see attnbench.dashboard):
   config    the run's full config, plus experiment, design, layout, seed, config_hash, device, commit
@@ -27,6 +29,7 @@ import argparse
 import json
 import math
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -64,10 +67,15 @@ class Logging:
                     f"re-log with `python -m attnbench.tracking {self.run_dir}`")
         lines = [l for l in out.splitlines() if l.startswith("W&B:")]
         if self.proc.returncode != 0:
-            tail = " ".join(err.strip().splitlines()[-1:])[:300]
-            return redact(f"W&B: logging failed ({tail or 'exit ' + str(self.proc.returncode)}); "
-                          f"the run's records are unaffected")
+            why = lines[-1] if lines else f"W&B: logging failed ({last_error(err) or 'exit ' + str(self.proc.returncode)})"
+            return redact(f"{why}; the run's records are unaffected")
         return redact(lines[-1] if lines else "W&B: done")
+
+
+def last_error(stderr: str) -> str:
+    """The exception line of a traceback (``SomeError: message``), not a line of code around it."""
+    found = [l.strip() for l in stderr.splitlines() if re.match(r"^[A-Za-z_][\w.]*(Error|Exception|Exit)\b", l.strip())]
+    return found[-1][:300] if found else ""
 
 
 def start(run_dir: Path, wandb_cfg: dict) -> Logging:
@@ -75,6 +83,7 @@ def start(run_dir: Path, wandb_cfg: dict) -> Logging:
     mode = wandb_cfg.get("mode", "offline")
     if mode == "disabled":
         return Logging(run_dir, None, "W&B: disabled (wandb.mode=disabled)")
+    wandb_cfg = redact_obj(wandb_cfg)  # the child has no secrets to mask with: mask them here
     env = scrubbed_env(keep=("WANDB_API_KEY",) if mode == "online" else ())
     env.update(WANDB_SILENT="true", WANDB_CONSOLE="off", WANDB_DISABLE_GIT="true", WANDB_DISABLE_CODE="true")
     if mode != "online":
@@ -240,7 +249,12 @@ def main(argv: list[str] | None = None) -> int:
     except ImportError:
         print("W&B: wandb is not installed; nothing logged")
         return 0
-    ids = log_runs(args.run_dirs, wcfg)
+    try:
+        ids = log_runs(args.run_dirs, wcfg)
+    except Exception as ex:  # one line for the parent (the traceback's last line is often code)
+        first = str(ex).strip().splitlines()[0] if str(ex).strip() else ""
+        print(redact(f"W&B: logging failed ({type(ex).__name__}: {first[:300]})"))
+        return 1
     where = ", ".join(str(d / "wandb") for d in args.run_dirs)
     if wcfg.get("mode", "offline") == "online":
         print(f"W&B: {len(ids)} runs logged online to project {wcfg.get('project')}")

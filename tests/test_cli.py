@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -50,6 +51,88 @@ def test_bad_config_stops_with_one_line(tmp_path, override, field):
     lines = [l for l in res.stderr.splitlines() if l.strip()]
     assert len(lines) == 1 and field in lines[0] and "Traceback" not in res.stderr, res.stderr
     assert not (tmp_path / "run" / "results.jsonl").exists()
+
+
+def unwritable_dir(tmp_path: Path) -> Path:
+    """A directory this process cannot write in: a read-only one, or where root ignores modes, /sys."""
+    ro = tmp_path / "read-only"
+    ro.mkdir()
+    ro.chmod(0o500)
+    for candidate in (ro, Path("/sys")):
+        try:
+            (candidate / ".probe").mkdir()
+        except OSError:
+            return candidate
+        (candidate / ".probe").rmdir()
+    pytest.skip("no unwritable directory here (root, and /sys is writable)")
+
+
+@pytest.mark.parametrize(
+    "case, args, field",
+    [
+        ("negative seed", ["seed=-1"], "seed=-1"),
+        ("seed past numpy's range", [f"seed={2**32}"], "seed="),
+        ("more threads than cores", ["threads=1000"], "threads=1000"),
+        ("no context length", ["eval.context_lens=[]"], "eval.context_lens"),
+        ("zero budget", ["exp.budget=0"], "exp.budget"),
+        ("a length no memory holds", ["exp.seq_len=100000000"], "exp.seq_len=100000000"),
+        ("unknown lock mode", ["lock=sometimes"], "lock"),
+        ("run directory is a file", ["hydra.run.dir={tmp}/file"], "is a file"),
+        ("run directory below a file", ["hydra.run.dir={tmp}/file/run"], "is a file"),
+        ("run directory in an unwritable directory", ["hydra.run.dir={unwritable}/run"], "cannot write"),
+        ("cache below a file", ["ATTNBENCH_CACHE={tmp}/file/cache", "+exp=train"], "cache directory"),
+    ],
+)
+def test_bad_input_stops_in_one_line_and_leaves_nothing(tmp_path, case, args, field):
+    (tmp_path / "file").write_text("in the way\n")
+    subs = {"tmp": tmp_path}
+    if any("{unwritable}" in a for a in args):
+        subs["unwritable"] = unwritable_dir(tmp_path)
+    args = [a.format(**subs) for a in args]
+    env = {**os.environ, **dict(a.split("=", 1) for a in args if a.startswith("ATTNBENCH_"))}
+    overrides = [a for a in args if not a.startswith("ATTNBENCH_")]
+    if not any(a.startswith("+exp=") for a in overrides):
+        overrides.insert(0, "+exp=smoke")
+    if not any(a.startswith("hydra.run.dir=") for a in overrides):
+        overrides.append(f"hydra.run.dir={tmp_path}/run")
+    before = sorted(tmp_path.rglob("*"))
+    res = subprocess.run([sys.executable, "-m", "attnbench", *overrides], cwd=tmp_path, capture_output=True, text=True,
+                         timeout=120, env=env)
+    lines = [l for l in res.stderr.splitlines() if l.strip()]
+    assert res.returncode == 2 and len(lines) == 1 and "Traceback" not in res.stderr, (case, res.stderr[-3000:])
+    assert lines[0].startswith("attnbench: ") and field in lines[0], (case, lines[0])
+    assert sorted(tmp_path.rglob("*")) == before, case  # no run directory, no .hydra/, no log file
+
+
+def results_file(tmp_path: Path) -> Path:
+    """A real results file of a one-design smoke run."""
+    res = run_cli("+exp=smoke", "design=softmax", "threads=1", "report.enabled=false", "wandb.mode=disabled",
+                  f"hydra.run.dir={tmp_path}/run", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr[-3000:]
+    return tmp_path / "run" / "results.jsonl"
+
+
+def test_report_inputs_get_one_line(tmp_path):
+    """report: damaged files are reported (the damage named in one line, exit 2), bad paths refused."""
+    path = results_file(tmp_path)
+    good = path.read_bytes()
+    (tmp_path / "notes.txt").write_text("not results\n")
+    n = good.count(b"\n") + 1  # the number of the line added
+    cases = [("a non-UTF-8 byte", good + b"\xff\xfe\n", ["{run}"], f"line {n}: not UTF-8"),
+             ("a line holding 123", good + b"123\n", ["{run}"], f"line {n}: not a JSON object"),
+             ("the results file itself, damaged", good + b"123\n", ["{run}/results.jsonl"], f"line {n}: not a JSON object"),
+             ("a file that is not results", good, ["{tmp}/notes.txt"], "not an attnbench results file"),
+             ("a path that does not exist", good, ["{tmp}/nothing"], "no such file"),
+             ("--out is a file", good, ["{run}", "--out", "{tmp}/notes.txt"], "is a file")]
+    for case, data, argv, want in cases:
+        path.write_bytes(data)
+        argv = [a.format(run=path.parent, tmp=tmp_path) for a in argv]
+        res = run_cli("report", *argv, "--no-pdf", cwd=tmp_path, timeout=120)
+        lines = [l for l in res.stderr.splitlines() if l.strip()]
+        assert res.returncode == 2 and len(lines) == 1 and "Traceback" not in res.stderr, (case, res.stderr[-3000:])
+        assert want in lines[0], (case, lines[0])
+        if want.startswith("line "):  # the report is still written, saying what it left out
+            assert "Damaged results" in (path.parent / "report.html").read_text()
 
 
 def test_missing_experiment_names_the_choices(tmp_path):
@@ -110,3 +193,50 @@ def test_ctrl_c_leaves_a_partial_report_and_disabled_wandb_writes_nothing(tmp_pa
     assert "(interrupted, partial)" in html and "1 run interrupted" in html
     assert "softmax" in html
     assert not (tmp_path / "run" / "wandb").exists() and "W&B: disabled" in err
+
+
+def test_sigterm_finishes_like_ctrl_c_with_exit_143_and_a_partial_report(tmp_path):
+    """SIGTERM (SLURM, Docker, `timeout`): the current cell stays whole, footer, partial report, 143."""
+    proc = subprocess.Popen([sys.executable, "-m", "attnbench", "+exp=smoke", "threads=1", "report.pdf=false",
+                             "wandb.mode=disabled", f"hydra.run.dir={tmp_path}/run"], cwd=tmp_path, stdout=subprocess.PIPE,
+                            preexec_fn=lambda: signal.signal(signal.SIGTERM, signal.SIG_DFL),
+                            stderr=subprocess.PIPE, text=True)
+    results = tmp_path / "run" / "results.jsonl"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:  # wait for the first design's records, then send SIGTERM
+        if results.exists() and '"type": "record"' in results.read_text():
+            break
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 143, err[-3000:]
+    lines = [json.loads(l) for l in results.read_text().splitlines()]  # every line whole
+    assert lines[-1]["type"] == "footer" and lines[-1]["status"] == "interrupted" and lines[-1]["error"] == "SIGTERM"
+    from attnbench.results import scan
+
+    found = scan(results)
+    assert not found.needs_repair and found.done_cells and len(found.done_cells) < 6  # whole cells, and not all
+    html = (tmp_path / "run" / "report.html").read_text()
+    assert "(interrupted, partial)" in html and "1 run interrupted (SIGTERM)" in html and "softmax" in html
+    assert "interrupted in" in err and "rerun the same command to resume" in err
+
+
+def test_a_failed_run_states_its_error_in_footer_and_report(tmp_path, monkeypatch):
+    from attnbench import cli, experiments
+
+    def broken(ctx):
+        cell = ctx.cell(design="softmax")
+        cell.record("softmax", "smoke/grad_norm", 1.0, "norm")
+        cell.commit()
+        raise RuntimeError("the haystack caught fire")
+
+    monkeypatch.setattr(experiments, "runner", lambda name: broken)
+    before = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(RuntimeError, match="caught fire"):
+        cli.run(compose_cfg(["+exp=smoke", "report.pdf=false", "wandb.mode=disabled"]), tmp_path / "run")
+    assert signal.getsignal(signal.SIGTERM) == before  # run() gives the handler back
+    footer = json.loads((tmp_path / "run" / "results.jsonl").read_text().splitlines()[-1])
+    assert footer["status"] == "failed" and footer["error"] == "RuntimeError: the haystack caught fire"
+    html = (tmp_path / "run" / "report.html").read_text()
+    assert "1 run failed (RuntimeError: the haystack caught fire)" in html  # the badge at the top
+    assert "failed" in html and html.count("the haystack caught fire") >= 2  # and the caveat

@@ -1,17 +1,33 @@
-"""Property test: random invalid configs all stop with one line naming the field (no traceback)."""
+"""Property test: random bad input of every kind stops with one line naming the problem (no traceback).
+
+Kinds: invalid configs (composed and validated as the CLI does), unusable run or cache
+directories and a run directory holding another config (what the CLI checks before Hydra
+creates anything), and the ``report`` command's inputs, damaged results files included (the
+report is written, the damage named in one line, exit code 2).
+"""
 
 from __future__ import annotations
 
+import contextlib
+import io
+import os
 import string
+import tempfile
+from pathlib import Path
+from unittest import mock
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from attnbench.cli import config_error
+from attnbench.cli import config_error, report_main
+from attnbench.config import MAX_SEED
+from attnbench.experiments import CACHE_USERS
+from attnbench.results import encode_line
 
 DESIGNS = ["softmax", "lightning", "lightning_hybrid", "sliding_window", "swa_hybrid", "msa"]
 EXPS = ["smoke", "needle_4m", "multihop", "train", "kv_memory", "crossover", "msa_speedup", "kernels_cpu", "kernels_gpu"]
 names = st.text(alphabet=string.ascii_lowercase + "_", min_size=1, max_size=12)
+CONFIG_KINDS, DIR_KINDS, REPORT_KINDS, DAMAGE = 20, 3, 4, ("garbled", "utf8", "number", "torn", "junk", "nochecksum")
 
 
 @st.composite
@@ -19,7 +35,7 @@ def invalid(draw):
     """(overrides, the field the error must name) for one invalid config."""
     exp = draw(st.sampled_from(EXPS))
     design = draw(st.sampled_from(DESIGNS))
-    kind = draw(st.integers(0, 13))
+    kind = draw(st.integers(0, CONFIG_KINDS - 1))
     if kind == 0:
         bad = draw(names.filter(lambda s: s not in DESIGNS + ["lightning_hybrid16"]))
         return [f"+exp={exp}", f"design={bad}"], "design"
@@ -60,18 +76,132 @@ def invalid(draw):
         return [f"+exp={exp}", f"model.n_experts={experts}", f"model.top_k_experts={top_k}"], "model.top_k_experts"
     if kind == 12:
         return [f"+exp={exp}", f"train.lr={draw(st.floats(-1.0, 0.0))}"], "train.lr"
+    if kind == 13:
+        seed = draw(st.one_of(st.integers(-10**12, -1), st.integers(MAX_SEED + 1, 10**15)))
+        return [f"+exp={exp}", f"seed={seed}"], "seed"
+    if kind == 14:
+        threads = draw(st.one_of(st.integers((os.cpu_count() or 1) + 1, 100_000), st.integers(-1000, -1)))
+        return [f"+exp={exp}", f"threads={threads}"], "threads"
+    if kind == 15:
+        return [f"+exp={exp}", "eval.context_lens=[]"], "eval.context_lens"
+    if kind == 16:
+        field = draw(st.sampled_from(["exp.budget", "train.budget"]))
+        return [f"+exp={exp}", f"{field}={draw(st.sampled_from(['0', '0s', '0m', '0h0m', '0.0']))}"], field
+    if kind == 17:  # far more memory than any machine this runs on has
+        return ["+exp=smoke", f"exp.seq_len={draw(st.integers(10**10, 10**13))}"], "exp.seq_len"
+    if kind == 18:
+        return [f"+exp={exp}", f"lock={draw(names.filter(lambda s: s not in ('wait', 'refuse')))}"], "lock"
     bad = draw(names.filter(lambda s: s not in EXPS))
     return [f"+exp={bad}"], "exp"
+
+
+@st.composite
+def bad_directory(draw):
+    """(kind, exp, how deep below the blocking file) for a run or cache directory that cannot be used."""
+    return draw(st.integers(0, DIR_KINDS - 1)), draw(st.sampled_from(CACHE_USERS)), draw(st.integers(0, 2))
+
+
+@st.composite
+def bad_report(draw):
+    """(kind, what damages the results file, which line, junk bytes) for the report command."""
+    return (draw(st.integers(0, REPORT_KINDS)), draw(st.sampled_from(DAMAGE)), draw(st.integers(0, 5)),
+            draw(st.binary(min_size=1, max_size=40)))
+
+
+def one_line(message: str | None, case) -> str:
+    assert message is not None, f"{case} was accepted"
+    lines = [l for l in message.splitlines() if l.strip()]
+    assert len(lines) == 1 and "Traceback" not in message, f"{case}: {message!r}"
+    return lines[0]
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(invalid())
 def test_every_invalid_config_gets_one_line_naming_the_field(case):
     overrides, field = case
-    message = config_error(overrides)
-    assert message is not None, f"{overrides} was accepted"
-    assert "\n" not in message and "Traceback" not in message
+    message = one_line(config_error(overrides), overrides)
     assert field in message, f"{overrides}: {message!r} does not name {field}"
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(bad_directory())
+def test_unusable_directories_get_one_line_before_anything_is_created(case):
+    kind, exp, depth = case
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        (tmp / "file").write_text("in the way\n")
+        below = Path(tmp / "file", *["sub"] * depth)
+        before = sorted(tmp.rglob("*"))
+        env = {}
+        if kind == 0:
+            overrides, want = ["+exp=smoke", f"hydra.run.dir={below}"], "run directory"
+        elif kind == 1:
+            overrides, want = [f"+exp={exp}", f"hydra.run.dir={tmp}/run"], "cache directory"
+            env["ATTNBENCH_CACHE"] = str(below / "cache")
+        else:  # a directory holding another config's records
+            run = tmp / "run"
+            run.mkdir()
+            (run / "results.jsonl").write_bytes(encode_line({"type": "header", "config_hash": "0ther0config"}))
+            before = sorted(tmp.rglob("*"))
+            overrides, want = ["+exp=smoke", f"hydra.run.dir={run}"], "0ther0config"
+        with mock.patch.dict(os.environ, env):
+            message = one_line(config_error(overrides, check_dirs=True), case)
+        assert want in message, (case, message)
+        assert sorted(tmp.rglob("*")) == before  # nothing created
+
+
+def damaged_results(path: Path, damage: str, at: int, junk: bytes) -> None:
+    """A small results file (header, one cell of 3 records, footer), then one line damaged."""
+    recs = [{"type": "record", "exp": "smoke", "design": "softmax", "layout": "S", "metric": f"smoke/m{i}",
+             "value": 0.5 + i, "unit": "ratio", "status": "measured", "cell": "c0ffee"} for i in range(3)]
+    objs = [{"type": "header", "exp": "smoke", "config_hash": "h", "config": {}}, *recs,
+            {"type": "commit", "cell": "c0ffee", "coords": {"design": "softmax"}, "records": 3},
+            {"type": "footer", "exp": "smoke", "status": "completed", "wall_s": 1.0}]
+    lines = [encode_line(o) for o in objs]
+    i = 1 + at % (len(lines) - 1)  # never the header: a file without one is another kind
+    if damage == "garbled":  # still valid JSON, one value changed: only the checksum tells
+        lines[i] = lines[i].replace(b'"type": "', b'"type": "x', 1)
+    elif damage == "utf8":
+        lines[i] = lines[i][:5] + b"\xff" + junk + lines[i][5:]
+    elif damage == "number":
+        lines[i] = b"123\n"
+    elif damage == "torn":
+        lines, i = lines[:-1] + [lines[-1][: max(1, len(lines[-1]) // 2)]], len(lines) - 1
+    elif damage == "junk":
+        lines[i] = junk.replace(b"\n", b" ") + b"\n"
+    else:  # a line without its checksum after lines with one
+        lines[i] = lines[i].replace(b', "crc32": "', b', "crc": "', 1)
+    path.write_bytes(b"".join(lines))
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(bad_report())
+def test_every_bad_report_input_gets_one_line(case):
+    kind, damage, at, junk = case
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        (tmp / "file").write_bytes(b"not results\n" + junk)
+        (tmp / "empty").mkdir()
+        argv, want = {
+            0: ([str(tmp / "missing")], "no such file"),
+            1: ([str(tmp / "file")], "not an attnbench results file"),
+            2: ([str(tmp / "empty")], "no results.jsonl"),
+            3: ([str(tmp / "empty"), "--out", str(tmp / "file")], "--out"),
+        }.get(kind, ([str(tmp / "run")], "line "))
+        if kind == REPORT_KINDS:
+            (tmp / "run").mkdir()
+            damaged_results(tmp / "run" / "results.jsonl", damage, at, junk)
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+            try:
+                code = report_main([*argv, "--no-pdf"])
+            except SystemExit as ex:
+                code = ex.code
+        assert code == 2, (case, err.getvalue())
+        message = one_line(err.getvalue(), case)
+        assert want in message, (case, message)
+        if kind == REPORT_KINDS:  # the report is written anyway, the damage flagged in it
+            assert "Damaged results" in (tmp / "run" / "report.html").read_text()
 
 
 def test_the_shipped_experiments_are_valid():

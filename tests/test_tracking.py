@@ -17,7 +17,7 @@ import pytest
 
 from attnbench.dashboard import build_workspace
 from attnbench.report import build_report
-from attnbench.tracking import log_in_child
+from attnbench.tracking import last_error, log_in_child
 
 from report_fixtures import write_run
 from wandb_files import read_runs
@@ -84,8 +84,9 @@ def test_no_secret_reaches_records_logs_reports_or_wandb(tmp_path):
     """A real run with a key in the environment, and a config that even interpolates it."""
     env = {**os.environ, "WANDB_API_KEY": FAKE_KEY, "HF_TOKEN": "hf_" + "x" * 30}
     run = tmp_path / "run"
-    res = subprocess.run([sys.executable, "-m", "attnbench", "+exp=smoke", "design=softmax",
-                          "exp.description=${oc.env:WANDB_API_KEY}", f"hydra.run.dir={run}"],
+    res = subprocess.run([sys.executable, "-m", "attnbench", "+exp=smoke", "design=softmax", "threads=1",
+                          "exp.description=${oc.env:WANDB_API_KEY}", "wandb.tags=[${oc.env:WANDB_API_KEY}]",
+                          f"wandb.group=g-{env['HF_TOKEN']}", f"hydra.run.dir={run}"],  # typed out: Hydra's .hydra/ holds it
                          capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env)
     assert res.returncode == 0, res.stderr[-3000:]
     files = [f for f in run.rglob("*") if f.is_file()]
@@ -96,6 +97,31 @@ def test_no_secret_reaches_records_logs_reports_or_wandb(tmp_path):
         leaked = [str(f) for f in files if secret.encode() in f.read_bytes()]
         assert not leaked, leaked
     assert "***redacted***" in (run / "results.jsonl").read_text()  # the interpolated key was caught
+
+
+def test_secrets_in_wandb_settings_never_reach_wandb_files(tmp_path, monkeypatch):
+    """The W&B child has no secrets to mask with (its environment is scrubbed): the parent masks
+    tags, group, entity and project before handing them over."""
+    monkeypatch.setenv("WANDB_API_KEY", FAKE_KEY)
+    run = write_run(tmp_path / "run", exp="fixture")
+    wcfg = {"mode": "offline", "project": "p", "entity": f"e{FAKE_KEY}", "group": f"g-{FAKE_KEY}",
+            "tags": [FAKE_KEY, "plain"], "timeout_s": 60}
+    msg = log_in_child(run, wcfg, timeout_s=60)
+    assert msg.startswith("W&B: 6 offline runs"), msg
+    files = [f for f in (run / "wandb").rglob("*") if f.is_file()]
+    assert any(f.suffix == ".wandb" for f in files)
+    assert not [str(f) for f in files if FAKE_KEY.encode() in f.read_bytes()]
+    soft = next(r for r in read_runs(run) if r["name"] == "fixture/softmax/seed0")
+    assert "***redacted***" in soft["tags"] and "plain" in soft["tags"] and soft["group"] == "g-***redacted***"
+
+
+def test_wandb_failure_is_one_line_naming_the_error(tmp_path):
+    msg = log_in_child(tmp_path / "no-such-run", {"mode": "offline"}, timeout_s=60)
+    assert msg.startswith("W&B: logging failed (ResultsError: ") and "no such file or directory" in msg, msg
+    assert "\n" not in msg and msg.endswith("the run's records are unaffected")
+    trace = ('Traceback (most recent call last):\n  File "x.py", line 3, in <module>\n    raise ConnectionError(url)\n'
+             "requests.exceptions.ConnectionError: HTTPSConnectionPool(host='api.wandb.ai'): Max retries exceeded\n")
+    assert last_error(trace).startswith("requests.exceptions.ConnectionError: HTTPSConnectionPool")
 
 
 def test_dashboard_builds_offline():

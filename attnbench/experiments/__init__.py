@@ -22,6 +22,11 @@ EXPERIMENTS = {
     "msa_speedup": "attnbench.experiments.msa_speedup",
 }
 
+# Experiments that read and write $ATTNBENCH_CACHE (checkpoints, task samples), by their runner
+# module: the CLI checks that the cache directory is writable before they start.
+CACHE_USERS = tuple(name for name, module in EXPERIMENTS.items()
+                    if module.rsplit(".", 1)[1] in ("train", "needle_4m", "multihop"))
+
 
 def runner(name: str):
     return importlib.import_module(EXPERIMENTS[name]).run

@@ -40,6 +40,7 @@ class ReportResult:
     pdf_error: str | None
     figures: dict[str, Path] = field(default_factory=dict)  # id -> PNG of the figures that had records
     seconds: dict[str, float] = field(default_factory=dict)  # time per stage
+    problems: list[str] = field(default_factory=list)  # damaged results files: what was left out, one line each
 
 
 def environment() -> Environment:
@@ -132,8 +133,10 @@ def run_states(data: RunData) -> list[dict]:
         if f is None or str(f.get("ended", "")) < str(started):
             states["no end recorded (running, or killed)"] += 1
         else:
-            states[f.get("status", "unknown")] += 1
-    return [{"text": f"{n} run{'s' if n > 1 else ''} {s}", "bad": s != "completed"} for s, n in sorted(states.items())]
+            why = f" ({str(f['error'])[:200]})" if f.get("error") else ""
+            states[f.get("status", "unknown") + why] += 1
+    return [{"text": f"{n} run{'s' if n > 1 else ''} {s}", "bad": not s.startswith("completed")}
+            for s, n in sorted(states.items())]
 
 
 def caveats(data: RunData) -> list[str]:
@@ -164,6 +167,13 @@ def caveats(data: RunData) -> list[str]:
             notes = Counter(str(n) for n in part["note"].fillna("no reason recorded"))
             why = "; ".join(f"{n} x {reason}" for reason, n in notes.most_common(6))
             out.append(f"{status.capitalize()}: {len(part)} records ({why}).")
+    for f in data.footers:
+        if f.get("status") == "failed":
+            out.append(f"Run {f['run_dir']} failed ({f.get('ended', 'time unknown')}): "
+                       f"{f.get('error') or 'no error recorded'}. Its records up to the failure are shown.")
+    for problem in data.problems:
+        out.append(f"Damaged results: {problem}. Those lines and the records of those cells are left out; "
+                   f"rerunning the run redoes the cells and repairs the file.")
     hashes = {h.get("config_hash") for h in data.headers}
     if len(hashes) > 1:
         out.append(f"This report merges {len(data.files)} results files with {len(hashes)} different configs: "
@@ -195,8 +205,9 @@ def build_report(paths: Iterable[Path | str], out_dir: Path | str | None = None,
     t0 = time.perf_counter()
     paths = [Path(p) for p in paths]
     data = load(paths)
-    if out_dir is None:
-        out_dir = paths[0] if len(paths) == 1 else Path(os.path.commonpath([p.resolve() for p in paths]))
+    if out_dir is None:  # beside the results: a directory given, or the directory of a file given
+        dirs = [p if p.is_dir() else p.parent for p in paths]
+        out_dir = dirs[0] if len(dirs) == 1 else Path(os.path.commonpath([d.resolve() for d in dirs]))
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     seconds = {"load": time.perf_counter() - t0}
@@ -241,7 +252,7 @@ def build_report(paths: Iterable[Path | str], out_dir: Path | str | None = None,
             pdf_error = str(ex)
         seconds["pdf"] = time.perf_counter() - t
     seconds["total"] = time.perf_counter() - t0
-    return ReportResult(html_path, pdf_path, pdf_error, fig_files, seconds)
+    return ReportResult(html_path, pdf_path, pdf_error, fig_files, seconds, data.problems)
 
 
 def all_experiments(root: Path | str = ".", *, pdf: bool = True) -> list[ReportResult]:

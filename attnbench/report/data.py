@@ -6,13 +6,13 @@ keeps the run directory it came from. Everything the report and W&B draw comes f
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
 
 import pandas as pd
 
-from attnbench.results import read_jsonl
+from attnbench.results import scan
 
 # Columns every figure may ask for, present (as None) even when no record carries them.
 COLUMNS = (
@@ -32,10 +32,15 @@ class RunData:
     headers: list[dict]  # one per (re)start, with run_dir added
     footers: list[dict]  # one per (re)start that ended through attnbench.cli (completed | interrupted | failed)
     files: list[Path]
+    problems: list[str] = field(default_factory=list)  # per damaged file, one line naming what was left out
 
     @property
     def empty(self) -> bool:
         return self.records.empty
+
+
+class ResultsError(ValueError):
+    """A path given to the report that holds no results file (the message is one line)."""
 
 
 def find_results(paths: Iterable[Path | str]) -> list[Path]:
@@ -48,18 +53,28 @@ def find_results(paths: Iterable[Path | str]) -> list[Path]:
             hits = [p / "results.jsonl"]
         else:
             hits = sorted(f for f in p.rglob("results.jsonl") if "wandb" not in f.parts)
+        if not p.exists():
+            raise ResultsError(f"{p}: no results.jsonl (no such file or directory)")
         if not hits:
-            raise FileNotFoundError(f"{p}: no results.jsonl here or below")
+            raise ResultsError(f"{p}: no results.jsonl here or below")
         found += [h for h in hits if h not in found]
     return found
 
 
 def load(paths: Iterable[Path | str]) -> RunData:
-    files = find_results(paths)
-    rows, headers, footers = [], [], []
+    paths = [Path(p) for p in paths]
+    files, given = find_results(paths), {p for p in paths if p.is_file()}  # an empty file named is an error
+    rows, headers, footers, problems = [], [], [], []
     for f in files:
         run_dir = str(f.parent)
-        for obj in read_jsonl(f):
+        found = scan(f)
+        if (found.lines or f in given) and not any(o.get("type") in ("header", "record") for o in found.objects):
+            first = found.damaged[0] if found.damaged else None
+            why = f" (line {first.no}: {first.problem})" if first else ""
+            raise ResultsError(f"{f}: not an attnbench results file: no header or record line{why}")
+        if found.summary():
+            problems.append(found.summary())
+        for obj in found.objects:
             kind = obj.get("type")
             if kind == "record":
                 rows.append({**obj, "run_dir": run_dir})
@@ -75,7 +90,7 @@ def load(paths: Iterable[Path | str]) -> RunData:
     df["v"] = pd.to_numeric(df["value"].map(_number), errors="coerce").astype(float)
     for col in ("context_len", "depth", "hops", "train_len", "seed", "step", "ci_low", "ci_high", "p25_ms", "p75_ms", "n"):
         df[col] = pd.to_numeric(df[col], errors="coerce")
-    return RunData(df, headers, footers, files)
+    return RunData(df, headers, footers, files, problems)
 
 
 def _number(value):
