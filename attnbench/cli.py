@@ -83,17 +83,23 @@ def config_error(overrides: list[str]) -> str | None:
 
 @hydra.main(version_base="1.3", config_path="pkg://attnbench.conf", config_name="config")
 def hydra_entry(cfg: DictConfig) -> None:
+    from . import distributed
+
     try:
         config_mod.validate(cfg)
+        distributed.check_launch(cfg)
     except ConfigError as ex:  # exit here: past this point Hydra would add its own report
         print(f"attnbench: config error: {ex}", file=sys.stderr)
         sys.exit(2)
-    run(cfg, Path(HydraConfig.get().runtime.output_dir))
+    with distributed.session(cfg):  # torchrun / SLURM tasks: the process group (nothing otherwise)
+        run(cfg, Path(HydraConfig.get().runtime.output_dir))
 
 
 def run(cfg: DictConfig, run_dir: Path) -> None:
     import torch
+    from rich.console import Console
 
+    from . import distributed
     from .experiments import runner
     from .kernels import force
     from .results import Recorder
@@ -102,9 +108,13 @@ def run(cfg: DictConfig, run_dir: Path) -> None:
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     seeds = seed_everything(cfg.seed)
-    device = resolve_device(cfg.device)
-    recorder = Recorder(run_dir / "results.jsonl", cfg.exp.name, {**config_dict(cfg), "seeds": seeds}, config_hash(cfg))
-    ctx = RunContext(cfg=cfg, run_dir=run_dir, recorder=recorder, device=device)
+    device = distributed.process_device(resolve_device(cfg.device))
+    main = distributed.is_main()  # a distributed run's rank 0 alone writes records, report and W&B
+    recorder = Recorder(run_dir / "results.jsonl", cfg.exp.name, {**config_dict(cfg), "seeds": seeds}, config_hash(cfg),
+                        write=main)
+    recorder.done_cells = distributed.from_main(lambda: recorder.done_cells)
+    ctx = RunContext(cfg=cfg, run_dir=run_dir, recorder=recorder, device=device,
+                     console=Console(stderr=True, soft_wrap=True, quiet=not main))
     ctx.console.print(f"[bold]attnbench[/] exp={cfg.exp.name} designs={','.join(ctx.design_names)} "
                       f"device={device} run_dir={run_dir}")
     start = time.perf_counter()
@@ -120,7 +130,8 @@ def run(cfg: DictConfig, run_dir: Path) -> None:
         ctx.console.print(f"{status} in {time.perf_counter() - start:.1f} s; records in {recorder.path}")
         if status == "interrupted":  # every finished cell is already on disk (cells commit atomically)
             ctx.console.print(f"{len(recorder.done_cells)} cells recorded; rerun the same command to resume")
-        finish_run(cfg, run_dir, ctx.console, status)
+        if main:
+            finish_run(cfg, run_dir, ctx.console, status)
     if status == "interrupted":
         sys.exit(130)
 
@@ -207,6 +218,8 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(dashboard_main(argv[1:]))
     # Hydra re-raises instead of printing its own multi-line report; we print one line.
     os.environ["HYDRA_FULL_ERROR"] = "1"
+    if os.environ.get("RANK", "0") != "0":  # torchrun's other processes: only rank 0 writes Hydra's files
+        argv += ["hydra.output_subdir=null", "hydra/job_logging=disabled", "hydra/hydra_logging=disabled"]
     sys.argv = [sys.argv[0] if sys.argv else "attnbench", *argv]
     try:
         check_group_choices([a for a in argv if not a.startswith("-")])

@@ -123,11 +123,15 @@ def now() -> str:
 
 
 class Recorder:
-    """Appends records to ``path``; every record carries the run's exp and config hash."""
+    """Appends records to ``path``; every record carries the run's exp and config hash.
 
-    def __init__(self, path: Path, exp: str, config: dict, config_hash: str):
-        self.path, self.exp, self.config_hash = Path(path), exp, config_hash
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+    ``write=False`` (the other processes of a distributed run, whose rank 0 writes): the same
+    calls, nothing written."""
+
+    def __init__(self, path: Path, exp: str, config: dict, config_hash: str, write: bool = True):
+        self.path, self.exp, self.config_hash, self.write = Path(path), exp, config_hash, write
+        if write:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
         # Cells already recorded by an earlier (possibly killed) run in this directory.
         self.done_cells = {r["cell"] for r in read_jsonl(self.path) if r.get("cell")} if self.path.exists() else set()
         self._append({"type": "header", "exp": exp, "config_hash": config_hash, "started": now(),
@@ -135,6 +139,8 @@ class Recorder:
 
     def _append(self, *objs: dict) -> None:
         """Append whole lines with one write, flushed and fsync'ed (secrets masked)."""
+        if not self.write:
+            return
         text = redact("".join(json.dumps(o, sort_keys=False, default=str, allow_nan=True) + "\n" for o in objs))
         with open(self.path, "a", encoding="utf-8") as f:
             f.write(text)
