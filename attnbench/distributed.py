@@ -272,9 +272,12 @@ class Parallel(Local):
         if self.kind == "ddp":
             from torch.nn.parallel import DistributedDataParallel
 
-            # buffers (RoPE tables) are constants: no broadcast per forward
+            # buffers (RoPE tables, decay rates) are constants: no broadcast per forward
+            import inspect
+
+            new = "forward_sync_buffers" in inspect.signature(DistributedDataParallel.__init__).parameters  # torch >= 2.12
             return DistributedDataParallel(model, device_ids=[self.device.index] if self.device.type == "cuda" else None,
-                                           broadcast_buffers=False)
+                                           **{"forward_sync_buffers" if new else "broadcast_buffers": False})
         if self.kind == "fsdp":
             from torch.distributed.fsdp import fully_shard
 
