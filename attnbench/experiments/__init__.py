@@ -20,6 +20,7 @@ EXPERIMENTS = {
     "kv_memory": "attnbench.experiments.kv_memory",
     "crossover": "attnbench.experiments.crossover",
     "msa_speedup": "attnbench.experiments.msa_speedup",
+    "presets": "attnbench.experiments.presets",
 }
 
 
