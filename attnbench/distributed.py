@@ -84,9 +84,12 @@ def is_main() -> bool:
 
 def check_launch(cfg) -> None:
     """train.parallel and the way the run was started must agree (before any work)."""
+    from .experiments import EXPERIMENTS
+
     kind = cfg.train.parallel
-    if kind != "none" and cfg.exp.name not in ("train", "plateau_probe"):
-        raise ConfigError("train.parallel", kind, "trains one model across processes: with +exp=train (or plateau_probe) only")
+    if kind != "none" and EXPERIMENTS.get(cfg.exp.name) != "attnbench.experiments.train":
+        trainers = ", ".join(n for n, m in EXPERIMENTS.items() if m == "attnbench.experiments.train")
+        raise ConfigError("train.parallel", kind, f"trains one model across processes: with +exp= one of {trainers}")
     if kind == "none" and n_processes() > 1:
         raise ConfigError("train.parallel", kind, f"this is one of {n_processes()} processes (torchrun / SLURM tasks): "
                           "set train.parallel=ddp or fsdp, or start one process")

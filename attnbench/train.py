@@ -16,6 +16,7 @@ loss stops training, keeps the last good checkpoint, and marks the record ``fail
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import time
@@ -275,7 +276,36 @@ def prefix_model(cfg, design_name: str) -> tuple[Path, dict, int] | None:
     return None
 
 
+def kernel_backends(cfg, design_name: str, device) -> tuple[dict[str, str], bool]:
+    """The kernel backend each op of the design trains with, and whether to fall back to the reference.
+
+    On CUDA with backend=auto, the ops' Triton kernels (SDPA for softmax) must first pass the
+    correctness gate (attnbench.bench.gate: dense float64 formulas) there; if one fails, the
+    whole training runs on the reference backend. Rank 0 checks for every process.
+    """
+    from .kernels import choose, force
+    from .model.backbone import LETTERS
+
+    letters = sorted(set(layout_for(cfg.model, cfg.attention[design_name])))
+    fallback = False
+    if device.type == "cuda" and cfg.backend == "auto":
+        from .bench.gate import check
+
+        fallback = distributed.from_main(lambda: not all(check(letter, device=device)[0] for letter in letters))
+    with force("reference") if fallback else contextlib.nullcontext():
+        return {LETTERS[l]: choose(LETTERS[l], "auto", device) for l in letters}, fallback
+
+
 def train(cfg, design_name: str, device, *, key: str | None = None) -> Trained:
+    """Train (or resume) the design's model; on CUDA with the kernels that pass their gate (kernel_backends)."""
+    from .kernels import force
+
+    backends, fallback = kernel_backends(cfg, design_name, device)
+    with force("reference") if fallback else contextlib.nullcontext():
+        return _train(cfg, design_name, device, key=key, backends=backends)
+
+
+def _train(cfg, design_name: str, device, *, key: str | None, backends: dict[str, str]) -> Trained:
     design = cfg.attention[design_name]
     tc = cfg.train
     key = key or checkpoint_key(cfg, design_name)
@@ -357,7 +387,7 @@ def train(cfg, design_name: str, device, *, key: str | None = None) -> Trained:
     log.info(f"stopped: {st.status} at step {st.step}, {st.tokens:,} tokens, {st.wall_s:.0f}s, "
              f"stages passed {st.passed}/{len(stages)}")
     model = par.unwrap(model, lambda: Model(cfg.model, design)).eval()  # plain, full weights
-    record = training_record(cfg, design_name, key, model, st, stages, device, processes=par.world)
+    record = training_record(cfg, design_name, key, model, st, stages, device, processes=par.world, backends=backends)
     if par.main:
         if st.status != "failed":  # a finished (or given-up) model is usable; a diverged one is not
             checkpoints.save_torch(folder / "final.pt", model.state_dict())
@@ -387,7 +417,7 @@ def starting_point(cfg, design_name: str, partial: Path) -> tuple[TrainState, di
 
 
 def training_record(cfg, design_name: str, key: str, model: Model, st: TrainState, stages: list[Stage], device,
-                    processes: int = 1) -> dict:
+                    processes: int = 1, backends: dict[str, str] | None = None) -> dict:
     """How the model was trained: the rule, where it stopped and why, its curve, config and command."""
     design, tc = cfg.attention[design_name], cfg.train
     return {
@@ -409,6 +439,8 @@ def training_record(cfg, design_name: str, key: str, model: Model, st: TrainStat
         "stage_starts": st.stage_starts,
         "device": str(device),
         "processes": processes,  # train.parallel: how many processes trained it (one global batch)
+        "backends": backends or {},  # op -> kernel backend that ran (triton where it passed its gate on CUDA)
+        "dtype": "bfloat16" if torch.device(device).type == "cuda" else "float32",  # autocast on CUDA
         "threads": torch.get_num_threads(),
         "params": model.param_counts(),
         # the TRUE training length: the longest context of a stage the model passed (0: none)

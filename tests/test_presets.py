@@ -57,3 +57,22 @@ def test_small_trains_a_step_on_cpu(design):
     grads = [p.grad for p in model.parameters()]
     assert all(g is not None and torch.isfinite(g).all() for g in grads)
     assert sum(g.abs().sum() for g in grads) > 0
+
+
+def test_cuda_training_uses_the_kernels_that_pass_their_gate(monkeypatch):
+    """device=cuda: the Triton kernels train only after the correctness gate passes there; one
+    failure and the whole training falls back to the reference backend; the record says which."""
+    import attnbench.bench.gate as gate
+    from attnbench.kernels.backend import has_triton_kernel
+    from attnbench.train import kernel_backends
+
+    cfg = compose_cfg(["+exp=train"])
+    cuda = torch.device("cuda")  # only named: nothing runs on it (the gate is replaced)
+    monkeypatch.setattr(gate, "check", lambda letter, device: (letter != "L", 0.0))
+    assert kernel_backends(cfg, "lightning_hybrid", cuda) == ({"lightning": "reference", "softmax": "reference"}, True)
+    monkeypatch.setattr(gate, "check", lambda letter, device: (True, 0.0))
+    backends, fallback = kernel_backends(cfg, "lightning_hybrid", cuda)
+    assert not fallback and backends == {"lightning": "triton" if has_triton_kernel("lightning") else "reference",
+                                         "softmax": "reference"}  # softmax: SDPA (FlashAttention on CUDA)
+    monkeypatch.setattr(gate, "check", lambda letter, device: pytest.fail("no gate on CPU"))
+    assert kernel_backends(cfg, "msa", torch.device("cpu")) == ({"msa": "reference"}, False)

@@ -12,6 +12,7 @@ EXPERIMENTS = {
     "smoke": "attnbench.experiments.smoke",
     "train": "attnbench.experiments.train",
     "plateau_probe": "attnbench.experiments.train",  # the same runner on the first stage only (conf/exp/plateau_probe.yaml)
+    "train_gpu": "attnbench.experiments.train",  # the same runner: model=small on CUDA (conf/exp/train_gpu.yaml)
     "needle_4m": "attnbench.experiments.needle_4m",
     "position_probe": "attnbench.experiments.needle_4m",  # the needle flow on small models (conf/exp/position_probe.yaml)
     "multihop": "attnbench.experiments.multihop",
