@@ -137,7 +137,7 @@ def session(cfg):
     except (KeyboardInterrupt, ConfigError):
         raise  # Ctrl-C (exit 130) and config errors (one line, exit 2) as in one process
     except BaseException as ex:
-        print(f"attnbench: {who} failed: {describe(ex)}", file=sys.stderr, flush=True)
+        print(describe(ex, who), file=sys.stderr, flush=True)
         if os.environ.get("TORCHELASTIC_ERROR_FILE"):
             from torch.distributed.elastic.multiprocessing.errors import ErrorHandler
 
@@ -148,12 +148,13 @@ def session(cfg):
     dist.destroy_process_group()
 
 
-def describe(ex: BaseException) -> str:
-    """One line for an exception; a lost peer is named as such."""
-    text = " ".join(str(ex).split())[:400]
-    if isinstance(ex, dist.DistError) or "Connection closed by peer" in text or "Connection reset by peer" in text:
-        return f"lost another process of the job (it failed or was killed: see its line or torchrun's summary): {text}"
-    return f"{type(ex).__name__}: {text}"
+def describe(ex: BaseException, who: str) -> str:
+    """The one line of a failed process; a lost peer is named as the cause, not this process."""
+    text = " ".join(str(ex).split())
+    if isinstance(ex, dist.DistError) or any(m in text for m in ("Connection closed by peer", "Connection reset by peer")):
+        return (f"attnbench: {who}: stopped: another process of the job failed or was killed (see its line or "
+                f"torchrun's summary): {text[:160]}")
+    return f"attnbench: {who} failed: {type(ex).__name__}: {text[:400]}"
 
 
 def local_device_index() -> int:

@@ -204,3 +204,26 @@ def test_torchrun_two_processes_train_like_one_and_resume_after_rank_1_is_killed
         assert_same_curve(resumed_alone, reference)
     # rank 0 alone wrote the run's records
     assert (run_dir / "results.jsonl").read_text().count('"type": "header"') == 2
+
+
+@pytest.mark.slow
+def test_a_process_that_fails_ends_the_job_with_one_line(tmp_path):
+    """Rank 0 cannot write its checkpoints (the cache path runs through a file): it says so in
+    one line and exits 1; torchrun stops rank 1, which says why; the job ends, exit code != 0."""
+    (tmp_path / "file").write_text("not a directory")
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    job = torchrun("ddp", tmp_path / "file" / "cache", run_dir, "train.max_steps=20")
+    out, err = job.communicate(timeout=400)
+    assert job.returncode != 0
+    ours = [l for l in err.splitlines() if l.startswith("attnbench: rank")]
+    failed = [l for l in ours if l.startswith("attnbench: rank 0/2 failed: NotADirectoryError")]
+    assert len(failed) == 1, err[-3000:]
+    assert all(l.startswith(("attnbench: rank 0/2 failed", "attnbench: rank 1/2: stopped")) for l in ours), ours
+
+
+def test_a_lost_process_is_named_as_the_cause():
+    lost = distributed.describe(torch.distributed.DistBackendError("Connection closed by peer [127.0.0.1]:1234"), "rank 1/2")
+    assert lost.startswith("attnbench: rank 1/2: stopped: another process of the job failed") and "\n" not in lost
+    own = distributed.describe(ValueError("bad\nthing"), "rank 0/2")
+    assert own == "attnbench: rank 0/2 failed: ValueError: bad thing"
