@@ -12,6 +12,10 @@ recorded as such, with its loss curve and why it stopped.
 Partial checkpoints are written atomically every ``checkpoint_every`` steps, each with one
 timestamped line in ``train.log`` beside them; a rerun resumes from the last one. A NaN or inf
 loss stops training, keeps the last good checkpoint, and marks the record ``failed``.
+
+Across processes (torchrun or SLURM tasks, ``train.parallel=ddp|fsdp``) and micro-batches
+(``train.micro_batch``), the hooks of attnbench/distributed.py split each step's global batch
+(the same batches, the same step within fp32 rounding) and let rank 0 alone read and write.
 """
 
 from __future__ import annotations
