@@ -351,7 +351,7 @@ class Parallel(Local):
         process then skips the optimiser step together)."""
         from .tasks.batches import IGNORE
 
-        R, T = x.shape
+        R, T = x.shape  # x, y: (R, T) the whole global batch, the same on every process
         n_answers = int((y != IGNORE).sum())
         mine = self.slices(R)
         autocast = dict(device_type=self.device.type, dtype=torch.bfloat16, enabled=self.device.type == "cuda")
@@ -369,7 +369,7 @@ class Parallel(Local):
                 model.train()
                 GLOBAL_ROUTING.reset(token)
             layers = sorted(routing.counts)
-            total = torch.stack([routing.counts[l] for l in layers])  # (layers, E)
+            total = torch.stack([routing.counts[l] for l in layers])  # (layers, E) assignments of this process's rows
             if self.distributed:
                 total = self._sum(total)
             routing.counts, routing.counting = dict(zip(layers, total)), False
