@@ -150,10 +150,13 @@ def session(cfg):
 
 def describe(ex: BaseException, who: str) -> str:
     """The one line of a failed process; a lost peer is named as the cause, not this process."""
+    import re
+
     text = " ".join(str(ex).split())
     if isinstance(ex, dist.DistError) or any(m in text for m in ("Connection closed by peer", "Connection reset by peer")):
+        cause = re.sub(r"^\[[^\]]*\]\s*", "", text).split(". ")[0]  # without gloo's source location and advice
         return (f"attnbench: {who}: stopped: another process of the job failed or was killed (see its line or "
-                f"torchrun's summary): {text[:160]}")
+                f"torchrun's summary): {cause[:160]}")
     return f"attnbench: {who} failed: {type(ex).__name__}: {text[:400]}"
 
 
