@@ -126,9 +126,13 @@ def prepare(cfg: DictConfig, run_dir: Path) -> None:
     """Check everything (``preflight``), then claim the run directory: its lock, and its config."""
     from .runner import config_hash
 
+    from . import distributed
+
     preflight(cfg, run_dir)
-    rundir.claim(run_dir, config_hash(cfg), lock=cfg.lock, force=cfg.force,
-                 say=lambda line: print(line, file=sys.stderr, flush=True))
+    distributed.check_launch(cfg)
+    if distributed.launch_rank() == 0:  # one claim per run: the other processes of a job share it
+        rundir.claim(run_dir, config_hash(cfg), lock=cfg.lock, force=cfg.force,
+                     say=lambda line: print(line, file=sys.stderr, flush=True))
 
 
 def prepare_or_exit(cfg: DictConfig, run_dir: Path) -> None:
@@ -205,9 +209,12 @@ def config_error(overrides: list[str], check_dirs: bool = False) -> str | None:
 
 @hydra.main(version_base="1.3", config_path="pkg://attnbench.conf", config_name="config")
 def hydra_entry(cfg: DictConfig) -> None:
+    from . import distributed
+
     run_dir = Path(HydraConfig.get().runtime.output_dir)
     prepare_or_exit(cfg, run_dir)  # done already by Guard for a single run; a sweep's jobs get here
-    run(cfg, run_dir)
+    with distributed.session(cfg):  # torchrun / SLURM tasks: the process group (nothing otherwise)
+        run(cfg, run_dir)
 
 
 def describe(ex: BaseException) -> str:
@@ -221,7 +228,9 @@ def describe(ex: BaseException) -> str:
 
 def run(cfg: DictConfig, run_dir: Path) -> None:
     import torch
+    from rich.console import Console
 
+    from . import distributed
     from .experiments import runner
     from .kernels import force
     from .results import Recorder
@@ -231,10 +240,14 @@ def run(cfg: DictConfig, run_dir: Path) -> None:
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     seeds = seed_everything(cfg.seed)
-    device = resolve_device(cfg.device)
-    recorder = Recorder(run_dir / "results.jsonl", cfg.exp.name, {**config_dict(cfg), "seeds": seeds}, config_hash(cfg))
-    ctx = RunContext(cfg=cfg, run_dir=run_dir, recorder=recorder, device=device)
-    if recorder.repaired.summary():  # damaged lines, cells not whole: set aside, their cells run again
+    device = distributed.process_device(resolve_device(cfg.device))
+    main = distributed.is_main()  # a distributed run's rank 0 alone writes records, report and W&B
+    recorder = Recorder(run_dir / "results.jsonl", cfg.exp.name, {**config_dict(cfg), "seeds": seeds}, config_hash(cfg),
+                        write=main)
+    recorder.done_cells = distributed.from_main(lambda: recorder.done_cells)
+    ctx = RunContext(cfg=cfg, run_dir=run_dir, recorder=recorder, device=device,
+                     console=Console(stderr=True, soft_wrap=True, quiet=not main))
+    if main and recorder.repaired.summary():  # damaged lines, cells not whole: set aside, their cells run again
         ctx.console.print(f"attnbench: {recorder.repaired.summary()}; repaired: those cells run again, the removed "
                           f"lines are kept in {recorder.path.name}.damaged", markup=False, highlight=False)
     ctx.console.print(f"[bold]attnbench[/] exp={cfg.exp.name} designs={','.join(ctx.design_names)} "
@@ -259,7 +272,8 @@ def run(cfg: DictConfig, run_dir: Path) -> None:
                           + f"; records in {recorder.path}", markup=False, highlight=False)
         if status == "interrupted":  # every finished cell is already on disk (cells commit atomically)
             ctx.console.print(f"{len(recorder.done_cells)} cells recorded; rerun the same command to resume")
-        finish_run(cfg, run_dir, ctx.console, status)
+        if main:
+            finish_run(cfg, run_dir, ctx.console, status)
         if status != "interrupted":  # after a signal, a second one ends the process at once (SIG_DFL)
             signal.signal(signal.SIGTERM, previous)
     if code:
@@ -364,6 +378,8 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(dashboard_main(argv[1:]))
     # Hydra re-raises instead of printing its own multi-line report; we print one line.
     os.environ["HYDRA_FULL_ERROR"] = "1"
+    if os.environ.get("RANK", "0") != "0":  # torchrun's other processes: only rank 0 writes Hydra's files
+        argv += ["hydra.output_subdir=null", "hydra/job_logging=disabled", "hydra/hydra_logging=disabled"]
     sys.argv = [sys.argv[0] if sys.argv else "attnbench", *argv]
     try:
         check_group_choices([a for a in argv if not a.startswith("-")])

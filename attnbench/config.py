@@ -32,6 +32,15 @@ KERNEL_BASELINES = ("sdpa", "flash_attn", "flex", "fla", "reference")
 # model.rotary_frac of it (Text-01's half-head RoPE), none, or partial RoPE with a learned
 # s * log(n) logit scale (Scalable-Softmax), n the number of keys a query can see.
 POSITIONS = ("rope", "partial", "nope", "logn")
+# train.parallel: one process (today's path), or one model across the processes torchrun (or a
+# SLURM job through submitit) starts: DistributedDataParallel, or FSDP2's fully_shard.
+PARALLEL = ("none", "ddp", "fsdp")
+# TrainConfig fields that say how training is spread over processes, not what it computes:
+# they stay out of checkpoint keys and run hashes, so a run resumes on any number of processes.
+TRAIN_EXECUTION = ("parallel", "micro_batch", "collective_timeout")
+# TrainConfig fields added after checkpoints were keyed, whose default reproduces the old
+# behaviour: out of keys and hashes while at that default (shipped checkpoints stay valid).
+TRAIN_ADDED_AT_DEFAULT = {"max_len": 0}
 
 
 class ConfigError(ValueError):
@@ -142,6 +151,12 @@ class TrainConfig:
     budget: str = "6h"  # wall-clock safety net per design (status "budget"); not part of the rule
     force: bool = False  # retrain even if a cached or shipped checkpoint matches
     stages: List[StageConfig] = field(default_factory=default_stages)
+    max_len: int = 0  # > 0: the last stage's lengths run up to this context (the GPU presets: 2048); 0: its own
+    # Distributed training (attnbench/distributed.py; README "Beyond one machine"). `batch` and
+    # `tokens_per_step` stay the GLOBAL batch: its rows are split over the processes.
+    parallel: str = "none"  # none | ddp | fsdp (launch with torchrun, or a SLURM job with tasks_per_node > 1)
+    micro_batch: int = 0  # rows per forward pass and process; a process's further rows accumulate gradients (0: all at once)
+    collective_timeout: str = "10m"  # a collective (a lost or stuck process) waiting this long ends the job
 
 
 @dataclass
@@ -490,8 +505,19 @@ def validate_tasks(cfg) -> None:
         if not 0.0 < getattr(tr, key) <= 1.0:
             raise ConfigError(f"train.{key}", getattr(tr, key), "a fraction in (0, 1]")
     _duration("train.budget", tr.budget)
+    _duration("train.collective_timeout", tr.collective_timeout)
+    if tr.parallel not in PARALLEL:
+        raise ConfigError("train.parallel", tr.parallel, f"one of {', '.join(PARALLEL)} (ddp, fsdp: launch with torchrun)")
+    if not isinstance(tr.micro_batch, int) or tr.micro_batch < 0:
+        raise ConfigError("train.micro_batch", tr.micro_batch, "rows per forward pass, >= 0 (0: a process's rows at once)")
     if not tr.stages:
         raise ConfigError("train.stages", [], "at least one curriculum stage")
+    if tr.max_len:
+        last = tr.stages[-1]
+        if tr.max_len < 2 * last.context_len:
+            raise ConfigError("train.max_len", tr.max_len, f"0 (the stages' own) or at least 2 x the last stage's context_len = {2 * last.context_len}")
+        if tr.max_len + last.n_queries > tr.tokens_per_step:
+            raise ConfigError("train.tokens_per_step", tr.tokens_per_step, f"must hold one sequence of train.max_len ({tr.max_len + last.n_queries} tokens)")
     for i, st in enumerate(tr.stages):
         where = f"train.stages[{i}]"
         for key in ("n_keys", "n_values", "n_filler", "n_pairs", "context_len", "n_queries"):
@@ -615,6 +641,13 @@ def validate_bench(b) -> None:
     for i, name in enumerate(b.presets):
         if name not in PRESETS:
             raise ConfigError(f"bench.presets[{i}]", name, f"one of {', '.join(PRESETS)}")
+
+
+def execution_free(train: dict) -> dict:
+    """A train config (as a dict) without what only says how it runs (TRAIN_EXECUTION) and
+    without fields added later while at their default: what checkpoint keys and run hashes see."""
+    return {k: v for k, v in train.items()
+            if k not in TRAIN_EXECUTION and not (k in TRAIN_ADDED_AT_DEFAULT and v == TRAIN_ADDED_AT_DEFAULT[k])}
 
 
 def selected_designs(cfg) -> list[str]:

@@ -332,24 +332,30 @@ class Recorder:
 
     Opening a Recorder checks the file (``scan``) and repairs it if needed, before appending
     the header: ``repaired`` says what was found (its ``summary()`` is '' when nothing was).
+    ``write=False`` (the other processes of a distributed run, whose rank 0 writes): the same
+    calls, nothing written or repaired.
     """
 
-    def __init__(self, path: Path, exp: str, config: dict, config_hash: str):
-        self.path, self.exp, self.config_hash = Path(path), exp, config_hash
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+    def __init__(self, path: Path, exp: str, config: dict, config_hash: str, write: bool = True):
+        self.path, self.exp, self.config_hash, self.write = Path(path), exp, config_hash, write
+        if write:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
         self.repaired = scan(self.path)
-        self.repaired.repair()
+        if write:
+            self.repaired.repair()
         # Cells already recorded, whole, by an earlier (possibly killed) run in this directory.
         self.done_cells = set(self.repaired.done_cells)
         self._append({"type": "header", "exp": exp, "config_hash": config_hash, "started": now(),
                       "git": git_commit(), "versions": versions(), "hardware": hardware(), "config": config})
 
     def _append(self, *objs: dict) -> None:
-        """Append whole lines with one write(2), fsync'ed (secrets masked).
+        """Append whole lines with one write(2), fsync'ed (secrets masked); nothing when ``write`` is off.
 
         A Python signal handler (Ctrl-C, SIGTERM) runs between statements, never inside the one
         os.write call, so a signal lands before or after a cell's lines, not between them.
         """
+        if not self.write:
+            return
         data = b"".join(encode_line(o) for o in objs)
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:

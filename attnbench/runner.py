@@ -12,7 +12,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 from rich.console import Console
 
-from .config import selected_designs
+from .config import execution_free, selected_designs
 from .results import Recorder, stable_hash
 
 # Keys that say where, how loudly or how a run happens, not what it computes.
@@ -24,7 +24,9 @@ def config_dict(cfg: DictConfig) -> dict:
 
 
 def config_hash(cfg: DictConfig) -> str:
-    return stable_hash({k: v for k, v in config_dict(cfg).items() if k not in NOT_IN_HASH})
+    d = {k: v for k, v in config_dict(cfg).items() if k not in NOT_IN_HASH}
+    d["train"] = execution_free(d["train"])  # a run resumes on any number of processes
+    return stable_hash(d)
 
 
 def resolve_device(name: str) -> torch.device:

@@ -12,15 +12,20 @@ recorded as such, with its loss curve and why it stopped.
 Partial checkpoints are written atomically every ``checkpoint_every`` steps, each with one
 timestamped line in ``train.log`` beside them; a rerun resumes from the last one. A NaN or inf
 loss stops training, keeps the last good checkpoint, and marks the record ``failed``.
+
+Across processes (torchrun or SLURM tasks, ``train.parallel=ddp|fsdp``) and micro-batches
+(``train.micro_batch``), the hooks of attnbench/distributed.py split each step's global batch
+(the same batches, the same step within fp32 rounding) and let rank 0 alone read and write.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import time
 from collections import deque
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -29,8 +34,8 @@ import torch.nn.functional as F
 from omegaconf import OmegaConf
 from tqdm import tqdm
 
-from . import checkpoints
-from .config import parse_duration
+from . import checkpoints, distributed
+from .config import execution_free, parse_duration
 from .model import Model, layout_for
 from .results import git_commit, stable_hash
 from .tasks.batches import IGNORE, Stage, mqar_batch
@@ -48,7 +53,8 @@ def vocab_of(cfg) -> Vocab:
 
 def checkpoint_key(cfg, design: str) -> str:
     """Hash of everything that determines the trained weights."""
-    train = OmegaConf.to_container(cfg.train, resolve=True)
+    # How a run is spread over processes is not part of the key (a run resumes on any number).
+    train = execution_free(OmegaConf.to_container(cfg.train, resolve=True))
     # Limits that only decide when to stop (not what a step does) are not part of the key: a
     # run stopped by them resumes from its partial checkpoint when they are raised.
     for k in ("force", "budget", "patience", "token_budget", "checkpoint_every", "log_every"):
@@ -88,6 +94,24 @@ def task_loss(model: Model, design, cfg, x: torch.Tensor, y: torch.Tensor):
     return loss, ce, acc, out
 
 
+def task_loss_share(model: Model, design, cfg, x: torch.Tensor, y: torch.Tensor, n_answers: int, n_rows: int):
+    """task_loss of a slice (x, y) of a global batch of n_rows rows and n_answers answers, as its
+    share: the shares of all slices sum to task_loss of the whole batch (attnbench.distributed).
+
+    Cross-entropy: the sum over the slice's answers / n_answers. Index loss: a mean over rows of
+    equal length, so the slice's mean x its fraction of the rows. Balance: moe.GlobalRouting
+    (set by the caller) gives the slice's share. Returns loss, the CE sum, the correct count, out.
+    """
+    out = model(x)
+    mask = y != IGNORE
+    logits = out.logits[mask]  # (n_answers of the slice, V)
+    ce_sum = F.cross_entropy(logits, y[mask], reduction="sum")
+    loss = (ce_sum / n_answers + cfg.model.balance_coef * out.balance_loss
+            + design.index_loss_weight * out.index_loss * (x.shape[0] / n_rows))
+    correct = (logits.argmax(-1) == y[mask]).sum()
+    return loss, ce_sum, correct, out
+
+
 @dataclass
 class Trained:
     model: Model
@@ -102,19 +126,29 @@ def load(cfg, design_name: str, folder: Path, device) -> Model:
     return model.to(device).eval()
 
 
+def lookup(cfg, design_name: str, key: str) -> tuple[Path | None, dict | None, bool]:
+    """A finished checkpoint for this key (folder, record), and whether its training stopped
+    at a limit since raised, with a partial checkpoint to resume from."""
+    import json
+
+    found = None if cfg.train.force else checkpoints.find(design_name, key)
+    if found is None:
+        return None, None, False
+    record = json.loads((found / "record.json").read_text())
+    limits = record["config"]["train"]
+    stopped_early = record["status"] == "budget" or (
+        record["status"] == "stalled" and limits["patience"] < cfg.train.patience) or (
+        record["status"] == "tokens" and limits.get("token_budget", 0) < cfg.train.token_budget)
+    return found, record, stopped_early and (checkpoints.work_dir(design_name, key) / "partial.pt").exists()
+
+
 def get_model(cfg, design_name: str, device, *, console=None) -> Trained:
     """A trained model for this config: shipped or cached if one matches, else trained now."""
     key = checkpoint_key(cfg, design_name)
-    found = None if cfg.train.force else checkpoints.find(design_name, key)
+    # rank 0 looks (a distributed run's processes must all take the same branch)
+    found, record, resumable = distributed.from_main(lookup, cfg, design_name, key)
     if found is not None:
-        import json
-
-        record = json.loads((found / "record.json").read_text())
-        limits = record["config"]["train"]
-        stopped_early = record["status"] == "budget" or (
-            record["status"] == "stalled" and limits["patience"] < cfg.train.patience) or (
-            record["status"] == "tokens" and limits.get("token_budget", 0) < cfg.train.token_budget)
-        if stopped_early and (checkpoints.work_dir(design_name, key) / "partial.pt").exists():
+        if resumable:
             if console:
                 console.print(f"  {design_name}: resuming training stopped by its limits ({record['status']})")
             return train(cfg, design_name, device, key=key)
@@ -136,18 +170,27 @@ def rule_of(tc) -> dict:
 
 
 def stages_of(tc) -> list[Stage]:
-    return [Stage(**OmegaConf.to_container(s, resolve=True)) if not isinstance(s, Stage) else s for s in tc.stages]
+    """The curriculum; ``train.max_len`` (the GPU presets) stretches the last stage's lengths."""
+    stages = [Stage(**OmegaConf.to_container(s, resolve=True)) if not isinstance(s, Stage) else s for s in tc.stages]
+    if tc.get("max_len", 0):
+        stages[-1] = replace(stages[-1], max_context_len=tc.max_len)
+    return stages
+
+
+def rows_of(tc, seq_len: int) -> int:
+    """Rows of a step's (global) batch: longer sequences get fewer, min(batch, tokens_per_step // seq_len)."""
+    return max(1, min(tc.batch, tc.tokens_per_step // seq_len))
 
 
 def step_batch(cfg, stages: list[Stage], stage_i: int, step: int, vocab: Vocab):
     """The (inputs, targets) of one step: a mixed-length stage draws this step's length, and
-    longer sequences get fewer rows (min(batch, tokens_per_step // seq_len))."""
+    longer sequences get fewer rows (rows_of). A distributed run splits these rows."""
     rng = batch_rng(cfg.seed, step)
     stage = stages[stage_i]
     lengths = stage.lengths()
     if len(lengths) > 1:
         stage = stage.at(lengths[int(rng.integers(len(lengths)))])
-    rows = max(1, min(cfg.train.batch, cfg.train.tokens_per_step // stage.seq_len))
+    rows = rows_of(cfg.train, stage.seq_len)
     return mqar_batch(rng, vocab, stage, rows)
 
 
@@ -185,8 +228,14 @@ def stop_reason(st: TrainState, tc, elapsed: float, budget: float) -> str | None
     return None
 
 
-def train_log(folder: Path) -> logging.Logger:
-    """One timestamped line per checkpoint in <work dir>/train.log (unattended runs, tail -f)."""
+def train_log(folder: Path, write: bool = True) -> logging.Logger:
+    """One timestamped line per checkpoint in <work dir>/train.log (unattended runs, tail -f).
+
+    ``write=False`` (a distributed run's other processes): a logger that writes nothing."""
+    if not write:
+        quiet = logging.getLogger("attnbench.train.quiet")
+        quiet.propagate, quiet.disabled = False, True
+        return quiet
     log = logging.getLogger(f"attnbench.train.{folder.name}")
     if not log.handlers:
         folder.mkdir(parents=True, exist_ok=True)
@@ -231,80 +280,94 @@ def prefix_model(cfg, design_name: str) -> tuple[Path, dict, int] | None:
     return None
 
 
+def kernel_backends(cfg, design_name: str, device) -> tuple[dict[str, str], bool]:
+    """The kernel backend each op of the design trains with, and whether to fall back to the reference.
+
+    On CUDA with backend=auto, the ops' Triton kernels (SDPA for softmax) must first pass the
+    correctness gate (attnbench.bench.gate: dense float64 formulas) there; if one fails, the
+    whole training runs on the reference backend. Rank 0 checks for every process.
+    """
+    from .kernels import choose, force
+    from .model.backbone import LETTERS
+
+    letters = sorted(set(layout_for(cfg.model, cfg.attention[design_name])))
+    fallback = False
+    if device.type == "cuda" and cfg.backend == "auto":
+        from .bench.gate import check
+
+        fallback = distributed.from_main(lambda: not all(check(letter, device=device)[0] for letter in letters))
+    with force("reference") if fallback else contextlib.nullcontext():
+        return {LETTERS[l]: choose(LETTERS[l], "auto", device) for l in letters}, fallback
+
+
 def train(cfg, design_name: str, device, *, key: str | None = None) -> Trained:
+    """Train (or resume) the design's model; on CUDA with the kernels that pass their gate (kernel_backends)."""
+    from .kernels import force
+
+    backends, fallback = kernel_backends(cfg, design_name, device)
+    with force("reference") if fallback else contextlib.nullcontext():
+        return _train(cfg, design_name, device, key=key, backends=backends)
+
+
+def _train(cfg, design_name: str, device, *, key: str | None, backends: dict[str, str]) -> Trained:
     design = cfg.attention[design_name]
     tc = cfg.train
     key = key or checkpoint_key(cfg, design_name)
     folder = checkpoints.work_dir(design_name, key)
     vocab = vocab_of(cfg)
     stages = stages_of(tc)
+    # How steps run: one process and whole batches (distributed.Local, as always), or a global
+    # batch split over torchrun's processes (DDP / FSDP2) and micro-batches (distributed.Parallel).
+    par = distributed.for_training(tc, device)
+    par.check([rows_of(tc, stage.at(n).seq_len) for stage in stages for n in stage.lengths()])
     torch.manual_seed(cfg.seed)
-    model = Model(cfg.model, design).to(device)
+    model = par.wrap(Model(cfg.model, design).to(device))
     opt = torch.optim.AdamW(model.parameters(), lr=tc.lr, betas=(0.9, tc.beta2), weight_decay=tc.weight_decay)
-    st = TrainState()
     partial = folder / "partial.pt"
-    if partial.exists() and not tc.force:
-        saved = torch.load(partial, map_location="cpu", weights_only=False)
-        model.load_state_dict(saved["model"])
-        opt.load_state_dict(saved["opt"])
-        st = TrainState(**saved["state"])
-        if st.status != "failed":
-            st.status = "running"  # stopped by a limit that may have been raised since
-    elif (prefix := prefix_model(cfg, design_name)) is not None:
-        base, base_record, n = prefix
-        model.load_state_dict(torch.load(base / "final.pt", map_location="cpu", weights_only=True))
-        st = TrainState(step=base_record["steps"], stage=n, tokens=base_record["tokens"], wall_s=base_record["wall_s"],
-                        curve=list(base_record["curve"]), stage_starts=[*base_record["stage_starts"], base_record["steps"]],
-                        warm_from=base_record["steps"], continued_from=base_record["key"])
-        if not base_record["reached_floor"]:  # it did not pass its own stages: the longer curriculum stops there too
-            st.stage, st.stage_starts = n - 1, list(base_record["stage_starts"])
-            st.status = base_record["status"]
+    # rank 0 reads the checkpoints; every process gets the state, the weights and the optimiser's
+    st = par.resume(lambda: starting_point(cfg, design_name, partial), model, opt)
     budget = parse_duration(tc.budget)
     rolling: deque[float] = deque(st.rolling, maxlen=tc.window)
-    use_autocast = device.type == "cuda"  # bf16 autocast on GPUs; fp32 on CPU (bf16 matmuls are 100-500x slower here)
-    log = train_log(folder)
+    log = train_log(folder, write=par.main)
     log.info(f"{design_name} {key}: {'resume at step ' + str(st.step) if st.step else 'start'}, "
              f"stage {st.stage + 1}/{len(stages)}, rule {rule_of(tc)}")
 
     def save_partial():
         st.rolling = list(rolling)
-        checkpoints.save_torch(partial, {"model": model.state_dict(), "opt": opt.state_dict(), "state": asdict(st)})
+        par.save(partial, model, opt, asdict(st))  # rank 0 writes
 
     bar = tqdm(total=tc.max_steps, initial=st.step, desc=f"train {design_name}", unit="step",
-               mininterval=2.0, dynamic_ncols=True)
+               mininterval=2.0, dynamic_ncols=True, disable=not par.main)
     start = time.perf_counter() - st.wall_s
     model.train()
     if st.continued_from:
         log.info(f"continues {st.continued_from} (its first {len(st.stage_starts) - 1} stages) from step {st.step}")
     try:
         while st.step < tc.max_steps and st.status == "running":
-            reason = stop_reason(st, tc, time.perf_counter() - start, budget)
+            reason = stop_reason(st, tc, par.agree(time.perf_counter() - start), budget)
             if reason:
                 st.status = reason
                 break
             step = st.step
-            x, y = step_batch(cfg, stages, st.stage, step, vocab)
-            x, y = x.to(device), y.to(device)
+            x, y = step_batch(cfg, stages, st.stage, step, vocab)  # the global batch, on every process
             for group in opt.param_groups:
                 group["lr"] = lr_at(step, tc, st.warm_from)
-            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=use_autocast):
-                loss, ce, acc, out = task_loss(model, design, cfg, x, y)
-            if not torch.isfinite(loss):
+            # forward + backward; ce, acc, index loss: means over the global batch
+            res = par.step(task_loss if par.whole_batches else task_loss_share, model, design, cfg, x, y, opt)
+            if res is None:
                 st.status, st.failure = "failed", f"non-finite loss at step {step}"
                 break  # the last partial checkpoint (good weights) stays on disk
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), tc.grad_clip)
             opt.step()
             st.step += 1
             st.tokens += x.numel()
-            rolling.append(float(acc))
+            rolling.append(res.acc)
             roll = sum(rolling) / len(rolling)
             if step % tc.log_every == 0:
-                st.curve.append({"step": step, "loss": float(ce.detach()), "acc": float(acc), "stage": st.stage,
+                st.curve.append({"step": step, "loss": res.ce, "acc": res.acc, "stage": st.stage,
                                  "tokens": st.tokens, "wall_s": round(time.perf_counter() - start, 2),
-                                 "seq_len": x.shape[1], "index_loss": float(out.index_loss.detach())})
-                bar.set_postfix(stage=f"{st.stage + 1}/{len(stages)}", loss=f"{float(ce.detach()):.3f}", acc=f"{roll:.2f}",
+                                 "seq_len": x.shape[1], "index_loss": res.index_loss})
+                bar.set_postfix(stage=f"{st.stage + 1}/{len(stages)}", loss=f"{res.ce:.3f}", acc=f"{roll:.2f}",
                                 tok_s=f"{st.tokens / max(1e-9, time.perf_counter() - start):.0f}")
             bar.update(1)
             if len(rolling) == tc.window:
@@ -317,7 +380,7 @@ def train(cfg, design_name: str, device, *, key: str | None = None) -> Trained:
                     st.reached_floor, st.status = True, "done"
             if st.step % tc.checkpoint_every == 0 or st.status != "running":
                 st.wall_s = time.perf_counter() - start
-                log.info(f"step {st.step} stage {st.stage + 1}/{len(stages)} loss {float(ce.detach()):.4f} acc {roll:.3f} "
+                log.info(f"step {st.step} stage {st.stage + 1}/{len(stages)} loss {res.ce:.4f} acc {roll:.3f} "
                          f"tokens {st.tokens:,} wall {st.wall_s:.0f}s")
                 save_partial()
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM: keep every finished step, then stop
@@ -333,15 +396,38 @@ def train(cfg, design_name: str, device, *, key: str | None = None) -> Trained:
         save_partial()
     log.info(f"stopped: {st.status} at step {st.step}, {st.tokens:,} tokens, {st.wall_s:.0f}s, "
              f"stages passed {st.passed}/{len(stages)}")
-    model.eval()
-    record = training_record(cfg, design_name, key, model, st, stages, device)
-    if st.status != "failed":  # a finished (or given-up) model is usable; a diverged one is not
-        checkpoints.save_torch(folder / "final.pt", model.state_dict())
-    checkpoints.save_json(folder / "record.json", record)
+    model = par.unwrap(model, lambda: Model(cfg.model, design)).eval()  # plain, full weights
+    record = training_record(cfg, design_name, key, model, st, stages, device, processes=par.world, backends=backends)
+    if par.main:
+        if st.status != "failed":  # a finished (or given-up) model is usable; a diverged one is not
+            checkpoints.save_torch(folder / "final.pt", model.state_dict())
+        checkpoints.save_json(folder / "record.json", record)
     return Trained(model, record, folder, "trained")
 
 
-def training_record(cfg, design_name: str, key: str, model: Model, st: TrainState, stages: list[Stage], device) -> dict:
+def starting_point(cfg, design_name: str, partial: Path) -> tuple[TrainState, dict | None, dict | None]:
+    """Where training starts: (state, weights, optimiser state) of its partial checkpoint, a
+    shorter curriculum's finished model (prefix_model), or scratch (TrainState(), None, None)."""
+    if partial.exists() and not cfg.train.force:
+        saved = torch.load(partial, map_location="cpu", weights_only=False)
+        st = TrainState(**saved["state"])
+        if st.status != "failed":
+            st.status = "running"  # stopped by a limit that may have been raised since
+        return st, saved["model"], saved["opt"]
+    if (prefix := prefix_model(cfg, design_name)) is not None:
+        base, base_record, n = prefix
+        st = TrainState(step=base_record["steps"], stage=n, tokens=base_record["tokens"], wall_s=base_record["wall_s"],
+                        curve=list(base_record["curve"]), stage_starts=[*base_record["stage_starts"], base_record["steps"]],
+                        warm_from=base_record["steps"], continued_from=base_record["key"])
+        if not base_record["reached_floor"]:  # it did not pass its own stages: the longer curriculum stops there too
+            st.stage, st.stage_starts = n - 1, list(base_record["stage_starts"])
+            st.status = base_record["status"]
+        return st, torch.load(base / "final.pt", map_location="cpu", weights_only=True), None
+    return TrainState(), None, None
+
+
+def training_record(cfg, design_name: str, key: str, model: Model, st: TrainState, stages: list[Stage], device,
+                    processes: int = 1, backends: dict[str, str] | None = None) -> dict:
     """How the model was trained: the rule, where it stopped and why, its curve, config and command."""
     design, tc = cfg.attention[design_name], cfg.train
     return {
@@ -362,6 +448,9 @@ def training_record(cfg, design_name: str, key: str, model: Model, st: TrainStat
         "stages_passed": st.passed,
         "stage_starts": st.stage_starts,
         "device": str(device),
+        "processes": processes,  # train.parallel: how many processes trained it (one global batch)
+        "backends": backends or {},  # op -> kernel backend that ran (triton where it passed its gate on CUDA)
+        "dtype": "bfloat16" if torch.device(device).type == "cuda" else "float32",  # autocast on CUDA
         "threads": torch.get_num_threads(),
         "params": model.param_counts(),
         # the TRUE training length: the longest context of a stage the model passed (0: none)

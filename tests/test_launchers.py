@@ -22,6 +22,13 @@ def test_slurm_launcher_config_composes():
     assert launcher._target_.endswith("SlurmLauncher") and launcher._target_.startswith("hydra_plugins.hydra_submitit_launcher")
     assert launcher.partition == "gpu" and launcher.gpus_per_node == 1 and launcher.timeout_min > 0
 
+    # one model across 2 nodes x 8 GPUs: a task (a process of the training) per GPU
+    with initialize_config_module(config_module="attnbench.conf", version_base="1.3"):
+        cfg = compose(config_name="config", overrides=["+exp=train", "model=base", "train.parallel=fsdp", "hydra/launcher=slurm",
+                                                       "hydra.launcher.nodes=2", "hydra.launcher.tasks_per_node=8"],
+                      return_hydra_config=True)
+    assert (cfg.hydra.launcher.nodes, cfg.hydra.launcher.tasks_per_node, cfg.hydra.launcher.gpus_per_node) == (2, 8, 8)
+
 
 def test_configs_cannot_smuggle_targets():
     for override in ["+_target_=os.system", "+model._target_=os.system", "+attention.msa._target_=builtins.eval"]:
@@ -40,6 +47,30 @@ def test_submitit_local_executor_runs_one_job(tmp_path):
     (results,) = (tmp_path / "sweep").rglob("results.jsonl")
     text = results.read_text()
     assert '"design": "softmax"' in text and '"status": "measured"' in text
+
+
+@pytest.mark.slow
+def test_submitit_job_with_two_tasks_trains_one_model(tmp_path):
+    """The SLURM path on CPU: submitit's local executor starts 2 tasks of one job (as srun does);
+    they become one DDP training through submitit's TorchDistributedEnvironment."""
+    import json
+    import os
+
+    from test_distributed import TINY
+
+    res = subprocess.run(
+        [sys.executable, "-m", "attnbench", "-m", "+exp=train", *TINY, "train.parallel=ddp", "train.max_steps=6", "threads=1",
+         "wandb.mode=disabled", "report.enabled=false", "hydra/launcher=submitit_local", "hydra.launcher.tasks_per_node=2",
+         "hydra.launcher.timeout_min=10", f"hydra.sweep.dir={tmp_path}/sweep", "hydra.sweep.subdir=job"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=600,
+        env={**os.environ, "ATTNBENCH_CACHE": str(tmp_path / "cache"), "OMP_NUM_THREADS": "1"},
+    )
+    assert res.returncode == 0, res.stderr[-3000:]
+    (record,) = (tmp_path / "cache" / "checkpoints").glob("softmax-*/record.json")
+    record = json.loads(record.read_text())
+    assert record["processes"] == 2 and record["steps"] == 6
+    (results,) = (tmp_path / "sweep").rglob("results.jsonl")
+    assert results.read_text().count('"type": "header"') == 1  # rank 0 alone writes
 
 
 @pytest.mark.slow

@@ -12,6 +12,7 @@ EXPERIMENTS = {
     "smoke": "attnbench.experiments.smoke",
     "train": "attnbench.experiments.train",
     "plateau_probe": "attnbench.experiments.train",  # the same runner on the first stage only (conf/exp/plateau_probe.yaml)
+    "train_gpu": "attnbench.experiments.train",  # the same runner: model=small on CUDA (conf/exp/train_gpu.yaml)
     "needle_4m": "attnbench.experiments.needle_4m",
     "position_probe": "attnbench.experiments.needle_4m",  # the needle flow on small models (conf/exp/position_probe.yaml)
     "multihop": "attnbench.experiments.multihop",
@@ -20,6 +21,7 @@ EXPERIMENTS = {
     "kv_memory": "attnbench.experiments.kv_memory",
     "crossover": "attnbench.experiments.crossover",
     "msa_speedup": "attnbench.experiments.msa_speedup",
+    "presets": "attnbench.experiments.presets",
 }
 
 # Experiments that read and write $ATTNBENCH_CACHE (checkpoints, task samples), by their runner

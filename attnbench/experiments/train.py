@@ -10,15 +10,24 @@ from __future__ import annotations
 from attnbench.train import get_model
 
 
+def backend_label(record: dict, device) -> str:
+    """Which kernels trained the model: "reference", "triton", or per op ("lightning:triton,softmax:reference")."""
+    ran = record.get("backends") or {}
+    if not ran:  # trained before the record said (the shipped CPU models: reference)
+        return "reference" if device.type == "cpu" else "auto"
+    kinds = set(ran.values())
+    return kinds.pop() if len(kinds) == 1 else ",".join(f"{op}:{b}" for op, b in sorted(ran.items()))
+
+
 def record_training(ctx, cell, name: str, trained) -> None:
     """The training outcome of one design as records (shared with needle_4m and multihop)."""
     r = trained.record
     status = "failed" if r["status"] == "failed" else "measured"
-    common = dict(backend="reference" if ctx.device.type == "cpu" else "auto", dtype="float32", note=f"checkpoint: {trained.source}")
+    common = dict(backend=backend_label(r, ctx.device), dtype=r.get("dtype", "float32"), note=f"checkpoint: {trained.source}")
     cell.record(name, "train/steps_to_floor", r["steps"] if r["reached_floor"] else None, "steps", status,
                 tokens=r["tokens"], wall_s=r["wall_s"], reached=r["reached_floor"], floor=ctx.cfg.train.floor,
                 train_status=r["status"], final_stage=r["final_stage"], n_stages=r["n_stages"],
-                train_device=r["device"], failure=r["failure"], **common)
+                train_device=r["device"], processes=r.get("processes", 1), failure=r["failure"], **common)
     for part, n in r["params"].items():
         cell.record(name, f"params/{part}", n, "count", "measured", **common)
     for point in r["curve"]:

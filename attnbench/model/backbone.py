@@ -52,7 +52,7 @@ class Block(nn.Module):
         self.attn_norm = nn.RMSNorm(cfg.d_model, eps=1e-6)
         self.attn = ATTENTION[letter](cfg, design, layer)
         self.moe_norm = nn.RMSNorm(cfg.d_model, eps=1e-6)
-        self.moe = MoE(cfg)
+        self.moe = MoE(cfg, layer)
 
     def forward(self, x, cache=None):
         a, index_loss = self.attn(self.attn_norm(x), cache)

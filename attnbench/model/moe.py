@@ -6,14 +6,56 @@ N tokens, C d_model, F expert hidden, E experts, K experts per token.
 
 from __future__ import annotations
 
+from contextvars import ContextVar
+from typing import Callable
+
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 
+class GlobalRouting:
+    """The balance loss of a slice of a global batch (one process's rows, one micro-batch).
+
+    The loss of a whole batch, E * sum_e f_e P_e (f_e: fraction of the top-k assignments that
+    went to expert e, P_e: mean router probability of e), is not a sum over rows: the slices'
+    own losses do not add up to it. With the global batch's f_e (a constant: top-k passes no
+    gradient), each slice contributes E * sum_e f_e * (sum of its probs_e) / n_tokens, and the
+    contributions of all slices sum to the global batch's loss, value and gradient.
+
+    f_e comes from ``counts`` (layer -> assignments per expert in the global batch, gathered by
+    a counting pass: ``counting=True``), or, when each process forwards its rows in one slice,
+    from this slice's counts summed over the processes by ``reduce`` (an all-reduce).
+    """
+
+    def __init__(self, n_tokens: int, reduce: Callable[[torch.Tensor], torch.Tensor] | None = None):
+        self.n_tokens = n_tokens  # tokens of the global batch
+        self.reduce = reduce
+        self.counting = False
+        self.counts: dict[int, torch.Tensor] = {}  # layer -> (E,) int64
+
+    def balance(self, layer: int, expert_NK: torch.Tensor, probs_NE: torch.Tensor) -> torch.Tensor:
+        E, K = probs_NE.shape[1], expert_NK.shape[1]
+        local_E = torch.bincount(expert_NK.flatten(), minlength=E)
+        if self.counting:
+            self.counts[layer] = self.counts[layer] + local_E if layer in self.counts else local_E
+            return probs_NE.new_zeros(())
+        counts_E = self.counts.get(layer)
+        if counts_E is None:
+            counts_E = self.reduce(local_E) if self.reduce is not None else local_E
+        routed_E = counts_E.to(probs_NE.dtype) / (self.n_tokens * K)
+        return E * (routed_E * probs_NE.sum(0)).sum() / self.n_tokens
+
+
+# Set (attnbench.distributed) while a step's global batch is split over processes or
+# micro-batches; None: the batch is whole here, and the loss is computed as it always was.
+GLOBAL_ROUTING: ContextVar[GlobalRouting | None] = ContextVar("attnbench_global_routing", default=None)
+
+
 class MoE(nn.Module):
-    def __init__(self, cfg):
+    def __init__(self, cfg, layer: int = 0):
         super().__init__()
+        self.layer = layer
         self.E, self.K = cfg.n_experts, cfg.top_k_experts
         C, Fh = cfg.d_model, cfg.d_expert
         self.router = nn.Linear(C, self.E, bias=False)
@@ -35,6 +77,10 @@ class MoE(nn.Module):
                 continue
             h = F.gelu(x_NC[token] @ self.w_up_EFC[e].T) @ self.w_down_ECF[e].T  # (n, C)
             y_NC = y_NC.index_add(0, token, h * weight_NK[token, slot, None])
-        routed_E = torch.bincount(expert_NK.flatten(), minlength=self.E).to(x.dtype) / expert_NK.numel()
-        balance = self.E * (routed_E * probs_NE.mean(0)).sum()
+        routing = GLOBAL_ROUTING.get()
+        if routing is None:  # the whole batch is here
+            routed_E = torch.bincount(expert_NK.flatten(), minlength=self.E).to(x.dtype) / expert_NK.numel()
+            balance = self.E * (routed_E * probs_NE.mean(0)).sum()
+        else:  # a slice of a global batch: its share of the global batch's loss
+            balance = routing.balance(self.layer, expert_NK, probs_NE)
         return y_NC.view_as(x), balance
