@@ -4,6 +4,9 @@ import os
 # module is imported: set it before any test imports one (tests/test_triton_ops.py). Nothing
 # else in the suite touches Triton (backend "auto" is the reference on CPU).
 os.environ.setdefault("TRITON_INTERPRET", "1")
+# msa's gathered (training) tiles run eagerly in tests: torch.compile would recompile for every
+# test shape (seconds each). tests/test_ops.py checks the compiled tiles against the eager ones.
+os.environ.setdefault("ATTNBENCH_COMPILE", "0")
 
 import pytest
 import torch

@@ -143,30 +143,88 @@ def test_msa_select(monkeypatch, B, G, T, S, Di, bs, top_k, pool):
     assert torch.equal(got, want)
 
 
-@pytest.mark.parametrize("B,H,G,T,D,bs,top_k", [(1, 4, 2, 63, 24, 8, 3), (2, 6, 3, 200, 24, 16, 4), (1, 2, 1, 45, 16, 5, 2)])
-@pytest.mark.parametrize("path", ["dense", "sparse"])
-def test_msa_attn(monkeypatch, B, H, G, T, D, bs, top_k, path):
-    if path == "sparse":
+def msa_path(monkeypatch, path):
+    """Route msa_attn to one of its paths: dense (masked SDPA), sparse (block-major, no gradient)
+    or gathered (rows, the training path); the latter two with small tiles and chunks."""
+    if path != "dense":
         monkeypatch.setattr(msa_ref, "DENSE_LIMIT", 0)
         monkeypatch.setattr(msa_ref, "QUERY_CHUNK", 50)
+        monkeypatch.setattr(msa_ref, "GATHER_ROWS", 37)  # several tiles, a padded last one
+    if path == "sparse":
+        return lambda *a, **kw: msa_ref.msa_attn(*(x.detach() for x in a[:3]), *a[3:], **kw)
+    return msa_ref.msa_attn
+
+
+@pytest.mark.parametrize("B,H,G,T,D,bs,top_k", [(1, 4, 2, 63, 24, 8, 3), (2, 6, 3, 200, 24, 16, 4), (1, 2, 1, 45, 16, 5, 2)])
+@pytest.mark.parametrize("path", ["dense", "sparse", "gathered"])
+def test_msa_attn(monkeypatch, B, H, G, T, D, bs, top_k, path):
+    attn = msa_path(monkeypatch, path)
     q, k, v = rand(B, H, T, D), rand(B, G, T, D, seed=1), rand(B, G, T, D, seed=2)
     block_idx = K.msa_select(rand(B, G, T, 8, requires_grad=False, seed=3), rand(B, T, 8, requires_grad=False, seed=4), bs, top_k)
-    fn = lambda *a: K.msa_attn(*a, block_idx, bs, backend="reference")
+    fn = lambda *a: attn(*a, block_idx, bs)
     nv = lambda *a: msa_attn_naive(*a, block_idx, bs)
     assert_close(fn(q, k, v), nv(*double(q, k, v)), what="o")
-    for gg, gw, name in zip(grads(fn, [q, k, v]), grads(nv, double(q, k, v)), "qkv"):
-        assert_close(gg, gw, what=f"d{name}")
+    if path != "sparse":
+        for gg, gw, name in zip(grads(fn, [q, k, v]), grads(nv, double(q, k, v)), "qkv"):
+            assert_close(gg, gw, what=f"d{name}")
 
 
-@pytest.mark.parametrize("path", ["dense", "sparse"])
+def test_msa_attn_takes_the_gathered_path_for_gradients(monkeypatch):
+    monkeypatch.setattr(msa_ref, "DENSE_LIMIT", 0)
+    q, k, v = rand(1, 2, 40, 16), rand(1, 1, 40, 16, seed=1), rand(1, 1, 40, 16, seed=2)
+    block_idx = K.msa_select(rand(1, 1, 40, 8, requires_grad=False, seed=3), rand(1, 40, 8, requires_grad=False, seed=4), 8, 2)
+    assert K.msa_attn(q, k, v, block_idx, 8).grad_fn.name().startswith("_Gathered")
+    with torch.no_grad():
+        assert K.msa_attn(q, k, v, block_idx, 8).grad_fn is None
+
+
+@pytest.mark.slow
+def test_msa_compiled_tiles_equal_eager(monkeypatch):
+    """The gathered tiles under torch.compile (the default outside the tests) against eager."""
+    B, H, G, T, D, Di, bs, top_k = 2, 4, 2, 300, 16, 8, 16, 4
+    q, k, v = rand(B, H, T, D), rand(B, G, T, D, seed=1), rand(B, G, T, D, seed=2)
+    iq, ik = rand(B, G, T, Di, seed=3), rand(B, T, Di, seed=4)
+    block_idx = K.msa_select(iq, ik, bs, top_k)
+    monkeypatch.setattr(msa_ref, "GATHER_ROWS", 256)
+
+    def run():
+        o = msa_ref._Gathered.apply(q, k, v, block_idx, bs, 0.25)
+        kl = msa_ref.index_kl(q, k, iq, ik, block_idx, bs, 0.25)
+        return [o, kl, *torch.autograd.grad((o * o).sum() + kl, [q, k, v, iq, ik])]
+
+    monkeypatch.setattr(msa_ref, "COMPILE", False)
+    eager = run()
+    monkeypatch.setattr(msa_ref, "COMPILE", True)
+    compiled = run()
+    assert all(f is not None for f in msa_ref._compiled.values()), "torch.compile fell back to eager"
+    for got, want, name in zip(compiled, eager, ["o", "kl", "dq", "dk", "dv", "diq", "dik"]):
+        assert_close(got, want, what=name)
+
+
+@pytest.mark.parametrize("B,H,G,T,D,Di,bs,top_k", [(1, 4, 2, 63, 24, 8, 8, 3), (2, 6, 3, 200, 24, 16, 16, 4), (1, 2, 1, 45, 16, 8, 5, 2)])
+def test_msa_index_kl_by_rows_equals_dense_formula(monkeypatch, B, H, G, T, D, Di, bs, top_k):
+    from attnbench.model.msa import index_kl_dense
+
+    monkeypatch.setattr(msa_ref, "GATHER_ROWS", 37)
+    q, k = rand(B, H, T, D, requires_grad=False), rand(B, G, T, D, requires_grad=False, seed=1)
+    iq, ik = rand(B, G, T, Di, seed=2), rand(B, T, Di, seed=3)
+    block_idx = K.msa_select(iq, ik, bs, top_k)
+    q, k, iq, ik = double(q, k, iq, ik)
+    got = msa_ref.index_kl(q, k, iq, ik, block_idx, bs, 0.3)
+    want = index_kl_dense(q, k, iq, ik, block_idx, bs, 0.3)
+    assert_close(got, want, rtol=1e-10, atol=1e-12, what="kl")
+    for gg, gw, name in zip(torch.autograd.grad(got * 3, [iq, ik]), torch.autograd.grad(want * 3, [iq, ik]), ["iq", "ik"]):
+        assert_close(gg, gw, rtol=1e-10, atol=1e-12, what=f"d{name}")
+
+
+@pytest.mark.parametrize("path", ["dense", "sparse", "gathered"])
 def test_msa_covering_every_block_is_softmax(monkeypatch, path):
-    if path == "sparse":
-        monkeypatch.setattr(msa_ref, "DENSE_LIMIT", 0)
+    attn = msa_path(monkeypatch, path)
     B, H, G, T, D, bs = 2, 4, 2, 200, 24, 16
     q, k, v = rand(B, H, T, D), rand(B, G, T, D, seed=1), rand(B, G, T, D, seed=2)
     iq, ik = rand(B, G, T, 8, requires_grad=False, seed=3), rand(B, T, 8, requires_grad=False, seed=4)
     block_idx = K.msa_select(iq, ik, bs, top_k=-(-T // bs))
-    assert_close(K.msa_attn(q, k, v, block_idx, bs), K.softmax_attn(q, k, v), what="msa(all blocks) vs softmax")
+    assert_close(attn(q, k, v, block_idx, bs), K.softmax_attn(q, k, v), what="msa(all blocks) vs softmax")
 
 
 def test_msa_attn_queries_aligned_to_last_keys(monkeypatch):
@@ -176,7 +234,9 @@ def test_msa_attn_queries_aligned_to_last_keys(monkeypatch):
     want = msa_attn_naive(*double(q, k, v), block_idx, bs)
     assert_close(K.msa_attn(q, k, v, block_idx, bs), want, what="dense")
     monkeypatch.setattr(msa_ref, "DENSE_LIMIT", 0)
-    assert_close(K.msa_attn(q, k, v, block_idx, bs), want, what="block-major")
+    with torch.no_grad():
+        assert_close(K.msa_attn(q, k, v, block_idx, bs), want, what="block-major")
+    assert_close(K.msa_attn(q, k, v, block_idx, bs), want, what="gathered")
 
 
 def test_bad_shapes_raise_clear_errors():

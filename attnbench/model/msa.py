@@ -20,6 +20,7 @@ import torch
 from torch import nn
 
 from attnbench.kernels import msa_attn, msa_select
+from attnbench.kernels.msa import reference as msa_reference
 from attnbench.kernels.msa.reference import selection_mask
 
 from .common import Buffer, KVCache, Rotary
@@ -47,6 +48,18 @@ class MSACache(KVCache):
 
 
 def index_kl(q, k, iq, ik, block_idx, block_size: int, scale: float) -> torch.Tensor:
+    """Mean over (B, G, T) of KL(p_main || p_index) on each query's selected tokens.
+
+    The dense formula below for short sequences (and on GPUs); on CPU from DENSE_LIMIT on, the
+    same quantity by rows over the selected blocks only (kernels/msa/reference.py index_kl).
+    """
+    T = q.shape[2]
+    if q.device.type == "cpu" and T * T > msa_reference.DENSE_LIMIT:
+        return msa_reference.index_kl(q, k, iq, ik, block_idx, block_size, scale)
+    return index_kl_dense(q, k, iq, ik, block_idx, block_size, scale)
+
+
+def index_kl_dense(q, k, iq, ik, block_idx, block_size: int, scale: float) -> torch.Tensor:
     """Mean over (B, G, T) of KL(p_main || p_index) on each query's selected tokens.
 
     q (B, H, T, D), k (B, G, T, D): main branch (detached here); iq (B, G, T, Di), ik (B, T, Di).

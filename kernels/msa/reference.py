@@ -18,11 +18,23 @@ l and unnormalised output o, as in FlashAttention):
     no causal mask (those blocks lie wholly in the past) and no per-query copy of keys.
 Every temporary is one block's worth (cache-sized: large fresh buffers cost page faults on
 every call); cost O(T * top_k * bs * D) time, O(T * H * D) memory beyond the inputs.
+
+Training (``_Gathered``, when a gradient is needed): the block-major loop above would run
+through autograd one block at a time, so training takes a "row-gathered" path instead. A row
+is one (batch, group, query) with its Hg heads; each row gathers its top_k key and value
+blocks, tile by tile (GATHER_ROWS rows), and takes an exact softmax over the (top_k * bs)
+keys. It is a torch.autograd.Function in FlashAttention's form: the forward keeps only the
+output and the log-sum-exp per row and head, the backward regathers the blocks and
+recomputes the probabilities, so memory beyond the inputs is O(T * H) plus one tile. The
+tile functions are written as broadcast products and sums, which torch.compile fuses with
+the gather (the gathered blocks never reach memory); without a compiler they run eagerly.
 """
 
 from __future__ import annotations
 
 import math
+import os
+import warnings
 
 import torch
 import torch.nn.functional as F
@@ -33,6 +45,8 @@ SELECT_ROWS = 512  # index-head x query rows per score tile (all G heads of SELE
 SELECT_KEYS = 512  # keys per score tile (rounded to whole blocks)
 DENSE_LIMIT = 1 << 17  # T * S up to which msa_attn uses a dense masked SDPA (the sparse path wins from T ~ 512)
 QUERY_CHUNK = 4096  # queries per local-block pass (bounds its (queries, H, bs) scores)
+GATHER_ROWS = 1024  # (batch, group, query) rows per tile of the gathered (training) path
+COMPILE = os.environ.get("ATTNBENCH_COMPILE", "1") != "0"  # torch.compile the gathered tiles (0: eager)
 
 
 def msa_select(index_q, index_k, block_size: int, top_k: int, *, pool: str = "max"):
@@ -183,10 +197,205 @@ def _sparse(q, k, v, block_idx, block_size, scale):
     return o.transpose(2, 3).reshape(B, H, T, D)
 
 
+# ---------------------------------------------------------------- gathered rows (training)
+
+
+def gather_rows(block_idx, S: int, T: int):
+    """Per (batch, group, query) row: base (N,) offset of its (batch, group) in a flat list of
+    blocks, t (N,) absolute query position, sel (N, top_k) block ids (-1 pads). N = B * G * T."""
+    B, G, _, top_k = block_idx.shape
+    dev = block_idx.device
+    base = torch.arange(B * G, device=dev).repeat_interleave(T)  # (batch, group) index; times NB by the caller
+    t = torch.arange(S - T, S, device=dev).repeat(B * G)
+    return base, t, block_idx.reshape(-1, top_k)
+
+
+def _tile_scores(qs, kb, sel, fi, t):
+    """Scores of one tile. qs (R, Hg, D) pre-scaled; kb (NBT, bs, D) flat key blocks;
+    sel (R, k) block ids (-1 pads), fi (R, k) their rows in kb; t (R,) query positions.
+    Returns scores s (R, Hg, k * bs) with -inf where a key is not selected or lies after t."""
+    R, Hg, D = qs.shape
+    bs = kb.shape[1]
+    keys = kb[fi].view(R, 1, -1, D)  # (R, 1, k * bs, D)
+    s = (qs[:, :, None, :] * keys).sum(-1)  # (R, Hg, k * bs)
+    pos = sel[:, :, None] * bs + torch.arange(bs, device=qs.device)  # (R, k, bs) key positions
+    ok = (sel[:, :, None] >= 0) & (pos <= t[:, None, None])
+    return s.masked_fill(~ok.view(R, 1, -1), float("-inf"))
+
+
+def _tile_fwd(qs, kb, vb, sel, fi, t):
+    """One tile of the gathered forward: o (R, Hg, D) and lse (R, Hg)."""
+    R, Hg, D = qs.shape
+    s = _tile_scores(qs, kb, sel, fi, t)
+    lse = torch.logsumexp(s, dim=-1)
+    p = torch.exp(s - lse[..., None])
+    o = (p[..., None] * vb[fi].view(R, 1, -1, D)).sum(-2)
+    return o, lse
+
+
+def _tile_bwd(qs, kb, vb, sel, fi, t, lse, do, delta, dkb, dvb):
+    """One tile of the gathered backward: dqs (R, Hg, D) for the pre-scaled queries; the
+    gradients of the gathered key and value blocks are added into dkb, dvb (NBT, bs, D)."""
+    R, Hg, D = qs.shape
+    bs = kb.shape[1]
+    p = torch.exp(_tile_scores(qs, kb, sel, fi, t) - lse[..., None])  # (R, Hg, J)
+    keys, values = kb[fi].view(R, 1, -1, D), vb[fi].view(R, 1, -1, D)
+    dp = (do[:, :, None, :] * values).sum(-1)  # (R, Hg, J)
+    ds = p * (dp - delta[..., None])
+    dkeys = (ds[..., None] * qs[:, :, None, :]).sum(1)  # (R, J, D): the Hg heads of a group add up
+    dvalues = (p[..., None] * do[:, :, None, :]).sum(1)
+    dkb.index_put_((fi.reshape(-1),), dkeys.reshape(-1, bs, D), accumulate=True)
+    dvb.index_put_((fi.reshape(-1),), dvalues.reshape(-1, bs, D), accumulate=True)
+    return (ds[..., None] * keys).sum(-2)
+
+
+_compiled: dict = {}
+
+
+def _run(fn, *args, blocks=()):
+    """fn(*args) under torch.compile when COMPILE (one kernel per function, reused for every
+    tile: tiles have one shape; the block tensors' length, which varies with B, T and S, is
+    left dynamic); eager when compiling is off or fails (no C++ compiler: a warning, once)."""
+    if not COMPILE or _compiled.get(fn, False) is None:
+        return fn(*args)
+    if fn not in _compiled:
+        _compiled[fn] = torch.compile(fn)
+    for i in blocks:  # the positions of the block tensors in args
+        torch._dynamo.maybe_mark_dynamic(args[i], 0)
+    try:
+        return _compiled[fn](*args)
+    except Exception as err:  # noqa: BLE001 - any compiler failure: the eager function is the same math
+        warnings.warn(f"msa: torch.compile of {fn.__name__} failed ({type(err).__name__}: {err}); running it eagerly")
+        _compiled[fn] = None
+        return fn(*args)
+
+
+def _tiles(N: int, *rows):
+    """(r0, r1, tile of each of rows) for row ranges of GATHER_ROWS. A short last tile is padded
+    by repeating its first row (a valid row: no NaN), so every tile has one shape (one kernel)."""
+    for r0 in range(0, N, GATHER_ROWS):
+        r1 = min(N, r0 + GATHER_ROWS)
+        yield r0, r1, [x[r0:r1] if r1 - r0 == GATHER_ROWS else
+                       torch.cat([x[r0:r1], x[r0:r0 + 1].expand(GATHER_ROWS - (r1 - r0), *x.shape[1:])]) for x in rows]
+
+
+class _Gathered(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, q, k, v, block_idx, block_size, scale):
+        B, H, T, D = q.shape
+        G, S = k.shape[1], k.shape[2]
+        Hg, bs = H // G, block_size
+        kb, vb = (_blocks(x, bs) for x in (k.detach(), v.detach()))  # (B, G, NB, bs, D)
+        NB = kb.shape[2]
+        kb, vb = kb.reshape(-1, bs, D), vb.reshape(-1, bs, D)
+        qs = (q.detach() * scale).view(B, G, Hg, T, D).transpose(2, 3).reshape(B * G * T, Hg, D)
+        base, t, sel = gather_rows(block_idx, S, T)
+        fi = sel.clamp(min=0) + (base * NB)[:, None]  # rows of kb
+        N = qs.shape[0]
+        o, lse = qs.new_empty(N, Hg, D), qs.new_empty(N, Hg)
+        for r0, r1, (qt, st, ft, tt) in _tiles(N, qs, sel, fi, t):
+            o_t, l_t = _run(_tile_fwd, qt, kb, vb, st, ft, tt, blocks=(1, 2))
+            o[r0:r1], lse[r0:r1] = o_t[: r1 - r0], l_t[: r1 - r0]
+        ctx.save_for_backward(qs, kb, vb, sel, fi, t, o, lse)
+        ctx.dims = (B, H, T, D, G, S, NB, bs, scale)
+        return o.view(B, G, T, Hg, D).transpose(2, 3).reshape(B, H, T, D)
+
+    @staticmethod
+    def backward(ctx, do):
+        qs, kb, vb, sel, fi, t, o, lse = ctx.saved_tensors
+        B, H, T, D, G, S, NB, bs, scale = ctx.dims
+        Hg, N = H // G, qs.shape[0]
+        do = do.reshape(B, G, Hg, T, D).transpose(2, 3).reshape(N, Hg, D)
+        delta = (do * o).sum(-1)  # (N, Hg): rowsum(dO * O) = sum_j p_j dp_j
+        dqs, dkb, dvb = torch.empty_like(qs), torch.zeros_like(kb), torch.zeros_like(vb)
+        for r0, r1, (qt, st, ft, tt, lt, dt, det) in _tiles(N, qs, sel, fi, t, lse, do, delta):
+            n = r1 - r0
+            if n < GATHER_ROWS:  # padding rows must not add into dk, dv
+                dt = torch.cat([dt[:n], dt.new_zeros(GATHER_ROWS - n, *dt.shape[1:])])
+                det = torch.cat([det[:n], det.new_zeros(GATHER_ROWS - n, *det.shape[1:])])
+            dqs[r0:r1] = _run(_tile_bwd, qt, kb, vb, st, ft, tt, lt, dt, det, dkb, dvb, blocks=(1, 2, 9, 10))[:n]
+        dq = (dqs * scale).view(B, G, T, Hg, D).transpose(2, 3).reshape(B, H, T, D)
+        dk = dkb.view(B, G, NB * bs, D)[:, :, :S]
+        dv = dvb.view(B, G, NB * bs, D)[:, :, :S]
+        return dq, dk, dv, None, None, None
+
+
+def _tile_kl(qs, kb, sel, fi, t, iq, ikb, fii, iscale: float):
+    """One tile of the index loss: per row KL(p_main || p_index) over its selected keys, and
+    its gradient with respect to the index scores, p_index - p_main (R, k * bs).
+
+    qs, kb, sel, fi, t as in _tile_scores (main branch); iq (R, Di) the row's index query;
+    ikb (B * NB, bs, Di) index key blocks, fii (R, k) rows of ikb."""
+    R, Di = iq.shape
+    s = _tile_scores(qs, kb, sel, fi, t)  # (R, Hg, J), -inf off the selection
+    p_main = torch.softmax(s, dim=-1).mean(1)  # (R, J): the group's mean attention
+    z = (iq[:, None, :] * ikb[fii].view(R, -1, Di)).sum(-1) * iscale
+    z = z.masked_fill(s[:, 0] == float("-inf"), float("-inf"))
+    log_p_index = torch.log_softmax(z, dim=-1)
+    kl = (torch.special.xlogy(p_main, p_main) - torch.where(p_main > 0, p_main * log_p_index, 0.0)).sum(-1)
+    return kl, torch.exp(log_p_index) - p_main
+
+
+def _tile_kl_bwd(iq, ikb, fii, dz, dikb):
+    """diq (R, Di) for dz (R, J); the gradient of the gathered index key blocks is added into dikb."""
+    R, Di = iq.shape
+    bs = ikb.shape[1]
+    dikb.index_put_((fii.reshape(-1),), (dz[..., None] * iq[:, None, :]).view(-1, bs, Di), accumulate=True)
+    return (dz[..., None] * ikb[fii].view(R, -1, Di)).sum(1)
+
+
+class _IndexKL(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, iq, ik, q, k, block_idx, block_size, scale):
+        B, H, T, D = q.shape
+        G, S, Di = k.shape[1], k.shape[2], iq.shape[-1]
+        Hg, bs = H // G, block_size
+        kb = _blocks(k.detach(), bs)
+        NB = kb.shape[2]
+        kb = kb.reshape(-1, bs, D)
+        ikb = _blocks(ik.detach().unsqueeze(1), bs).reshape(-1, bs, Di)  # (B * NB, bs, Di)
+        qs = (q.detach() * scale).view(B, G, Hg, T, D).transpose(2, 3).reshape(B * G * T, Hg, D)
+        iqr = iq.detach().reshape(B * G * T, Di)
+        base, t, sel = gather_rows(block_idx, S, T)
+        fi = sel.clamp(min=0) + (base * NB)[:, None]
+        fii = sel.clamp(min=0) + (base // G * NB)[:, None]
+        N = qs.shape[0]
+        kl, dz = qs.new_empty(N), qs.new_empty(N, sel.shape[1] * bs)
+        for r0, r1, (qt, st, ft, tt, it, fit) in _tiles(N, qs, sel, fi, t, iqr, fii):
+            kl_t, dz_t = _run(_tile_kl, qt, kb, st, ft, tt, it, ikb, fit, 1.0 / math.sqrt(Di), blocks=(1, 6))
+            kl[r0:r1], dz[r0:r1] = kl_t[: r1 - r0], dz_t[: r1 - r0]
+        ctx.save_for_backward(iqr, ikb, fii, dz)
+        ctx.dims = (B, G, T, S, NB, bs, Di)
+        return kl.mean()
+
+    @staticmethod
+    def backward(ctx, grad):
+        iqr, ikb, fii, dz = ctx.saved_tensors
+        B, G, T, S, NB, bs, Di = ctx.dims
+        N = iqr.shape[0]
+        dz = dz * (grad / (N * math.sqrt(Di)))  # d mean / d kl_row, and z = iscale * (iq . ik)
+        diq, dikb = torch.empty_like(iqr), torch.zeros_like(ikb)
+        for r0, r1, (it, fit, dzt) in _tiles(N, iqr, fii, dz):
+            if r1 - r0 < GATHER_ROWS:  # padding rows must not add into dik
+                dzt = torch.cat([dzt[: r1 - r0], dzt.new_zeros(GATHER_ROWS - (r1 - r0), dzt.shape[1])])
+            diq[r0:r1] = _run(_tile_kl_bwd, it, ikb, fit, dzt, dikb, blocks=(1, 4))[: r1 - r0]
+        return diq.view(B, G, T, Di), dikb.view(B, NB * bs, Di)[:, :S], None, None, None, None, None
+
+
+def index_kl(q, k, iq, ik, block_idx, block_size: int, scale: float):
+    """Mean over (B, G, T) of KL(p_main || p_index) on each query's selected tokens, by rows
+    (the dense formula: attnbench/model/msa.py index_kl_dense). Gradients flow to iq and ik only.
+
+    q (B, H, T, D), k (B, G, S, D) main branch; iq (B, G, T, Di), ik (B, S, Di) index branch."""
+    return _IndexKL.apply(iq, ik, q, k, block_idx, int(block_size), float(scale))
+
+
 def msa_attn(q, k, v, block_idx, block_size: int, *, scale: float | None = None):
     """q (B, H, T, D); k, v (B, G, S, D); block_idx (B, G, T, top_k) -> o (B, H, T, D)."""
     T, S, D = q.shape[2], k.shape[2], q.shape[3]
     scale = 1.0 / math.sqrt(D) if scale is None else scale
     if T * S <= DENSE_LIMIT:
         return _dense(q, k, v, block_idx, block_size, scale)
+    if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
+        return _Gathered.apply(q, k, v, block_idx, block_size, scale)
     return _sparse(q, k, v, block_idx, block_size, scale)
