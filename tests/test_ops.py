@@ -143,6 +143,28 @@ def test_msa_select(monkeypatch, B, G, T, S, Di, bs, top_k, pool):
     assert torch.equal(got, want)
 
 
+def tied_index(B, G, T, S, Di, levels=2, seed=0):
+    """Index queries and keys with entries in {0, .., levels - 1}: integer scores, many exact ties."""
+    g = torch.Generator().manual_seed(seed)
+    return (torch.randint(levels, (B, G, T, Di), generator=g).float(), torch.randint(levels, (B, S, Di), generator=g).float())
+
+
+def test_msa_select_ties_go_to_the_lowest_block_ids(monkeypatch):
+    """Equal block scores rank by block id, lowest first (MiniMax's reference: a stable sort)."""
+    bs, top_k, T = 4, 4, 40
+    iq, ik = torch.ones(1, 1, T, 8), torch.ones(1, T, 8)  # every block scores the same
+    got = K.msa_select(iq, ik, bs, top_k)
+    for t in range(T):
+        local = t // bs
+        want = [local] + list(range(min(local, top_k - 1))) + [-1] * (top_k - 1 - min(local, top_k - 1))
+        assert got[0, 0, t].tolist() == want, (t, got[0, 0, t].tolist(), want)
+    monkeypatch.setattr(msa_ref, "SELECT_ROWS", 7)
+    monkeypatch.setattr(msa_ref, "SELECT_KEYS", 20)
+    for seed, pool in [(0, "max"), (1, "max"), (2, "mean")]:  # partial ties, inside and at the edge of the top k
+        iq, ik = tied_index(2, 2, 90, 90, 3, seed=seed)  # block size 4: block means stay exact in fp32
+        assert torch.equal(K.msa_select(iq, ik, 4, 6, pool=pool), msa_select_naive(iq, ik, 4, 6, pool)), (seed, pool)
+
+
 def msa_path(monkeypatch, path):
     """Route msa_attn to one of its paths: dense (masked SDPA), sparse (block-major, no gradient)
     or gathered (rows, the training path); the latter two with small tiles and chunks."""
