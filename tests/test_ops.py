@@ -91,8 +91,10 @@ def test_lightning_chunking_and_segments_agree_with_recurrence(monkeypatch):
     q, k, v = (rand(B, H, T, D, requires_grad=False, seed=i) * 0.5 for i in range(3))
     decay = torch.tensor([0.9, 0.05, 1e-4])
     want_o, want_s = lightning_recurrent(*(x.double() for x in (q, k, v)), decay.double())
-    for chunk, segment in [(1, 16384), (5, 16384), (64, 30), (128, 16384)]:
+    for chunk, segment, exponent in [(1, 16384, 500.0), (5, 16384, 500.0), (64, 30, 500.0), (128, 16384, 500.0),
+                                     (5, 16384, 2.0), (16, 40, 30.0)]:  # small exponents: many scan groups
         monkeypatch.setattr(lightning_ref, "SEGMENT", segment)
+        monkeypatch.setattr(lightning_ref, "SCAN_EXPONENT", exponent)
         o, s = lightning_ref.lightning_attn(q, k, v, decay, chunk=chunk)
         assert_close(o, want_o, what=f"o chunk={chunk} segment={segment}")
         assert_close(s, want_s, what=f"state chunk={chunk} segment={segment}")
