@@ -149,6 +149,9 @@ def test_needle_run_with_the_shipped_softmax_model_resumes_without_repeating_cel
     before = records()
     acc = [r for r in before if r["metric"] == "niah/acc" and r.get("depth") is None]
     assert sorted(r["context_len"] for r in acc) == [1024, 2048] and all(r["n"] == 30 for r in acc)  # 6 short haystacks
+    prefill = [r for r in before if r["metric"] == "eval/prefill_s"]
+    assert prefill and all(r["gflop_per_s"] > 0 and 0 < r["peak_fraction"] and r["roofline_s"] > 0
+                           and isinstance(r["noisy"], bool) and r["planned"] == "short" for r in prefill)
     second = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert second.returncode == 0, second.stderr[-3000:]
     out = second.stdout + second.stderr

@@ -8,6 +8,7 @@ Cells are resumable: a rerun of the same command skips every cell already record
 
 from __future__ import annotations
 
+import os
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -17,6 +18,9 @@ import numpy as np
 import torch
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from attnbench.bench import planner
+from attnbench.bench.calibrate import hardware_for_run
+from attnbench.bench.timing import efficiency, noisy
 from attnbench.config import parse_duration
 from attnbench.evaluate import PeakRSS, batch_accuracy, run_sample, wilson
 from attnbench.experiments.train import record_training
@@ -77,6 +81,7 @@ def run_grid(ctx, grid: Grid) -> None:
 
     ctx.console.print("calibrating prefill cost per design ...")
     cal = {name: calibrate(t.model, dev, cfg.eval.chunk, cfg.model.vocab_size) for name, t in models.items()}
+    hw = hardware_for_run(ctx) if dev.type == "cpu" else None  # the peak each prefill's GFLOP/s is held to
 
     haystacks = lambda L: (cfg.eval.haystacks_short or cfg.eval.haystacks) if L <= cfg.eval.short_len else cfg.eval.haystacks
 
@@ -134,6 +139,7 @@ def run_grid(ctx, grid: Grid) -> None:
                                                  "seed": cfg.seed, "sample": i, "vocab": list(vocab_of(cfg).__dict__.values())},
                                      lambda: grid.make(_rng(cfg.seed, coords["context_len"], g_i, i), coords["context_len"], group))
             model = models[coords["design"]].model
+            load_before = os.getloadavg()[0]
             with PeakRSS() as peak:
                 results, costs = [], defaultdict(float)
                 for sample in samples:
@@ -148,16 +154,34 @@ def run_grid(ctx, grid: Grid) -> None:
                 extra = {"depth": _grid_depth(r.depth, cfg.eval.depths)} if grid.by == "depth" else {}
                 cell.record(coords["design"], f"{grid.metric.split('/')[0]}/probe", float(r.correct), "fraction", "measured",
                             probe=j, hits=r.hits, targets=r.targets, **extra, **common)
+            load_after = os.getloadavg()[0]
+            eff = prefill_efficiency(cfg, coords["design"], coords["context_len"], len(samples), costs["prefill_s"], hw)
             cell.record(coords["design"], "eval/prefill_s", costs["prefill_s"], "s", **common, estimated_s=round(est.seconds, 1),
-                        planned=phase)
+                        planned=phase, haystacks=len(samples), load_before=load_before, load=load_after,
+                        noisy=noisy(load_before, load_after), **eff)
             cell.record(coords["design"], "eval/peak_rss_bytes", peak.peak, "bytes", **common,
                         note="peak resident memory of the process while this cell ran")
             cell.record(coords["design"], "eval/cache_bytes", costs["cache_bytes"], "bytes", **common)
             cell.commit()
             acc = sum(r.correct for r in results) / max(1, len(results))
-            finished(f"{label}: acc {acc:.2f}, prefill {costs['prefill_s']:.1f} s")
+            rate = f", {eff['gflop_per_s']:.1f} GFLOP/s" if "gflop_per_s" in eff else ""
+            rate += f" ({100 * eff['peak_fraction']:.0f}% of peak)" if "peak_fraction" in eff else ""
+            finished(f"{label}: acc {acc:.2f}, prefill {costs['prefill_s']:.1f} s{rate}" + (" NOISY" if noisy(load_before, load_after) else ""))
 
     aggregate(ctx, grid, train_len)
+
+
+def prefill_efficiency(cfg, design: str, n: int, prefills: int, seconds: float, hw) -> dict:
+    """Achieved GFLOP/s of `prefills` prefills of n tokens (the cost model's FLOP count of
+    Model.prefill), its fraction of the calibrated fp32 peak, the compute roofline time
+    (FLOPs / peak) and the cost model's predicted time of the reference code."""
+    cost = planner.prefill_cost(cfg.model, cfg.attention[design], n)
+    peak = hw.flops.get("float32") if hw is not None else None
+    out = efficiency(prefills * cost.flops, seconds, peak)
+    if peak:
+        out["roofline_s"] = prefills * cost.flops / peak
+        out["predicted_s"] = prefills * cost.seconds(hw, "float32")
+    return out
 
 
 def plan_grid(names: list[str], lengths: list[int], groups: list[dict], estimate, haystacks, left: float,
