@@ -166,6 +166,8 @@ class EvalConfig:
     context_lens: List[int] = field(default_factory=lambda: [1024, 4096])
     depths: List[float] = field(default_factory=lambda: [0.0, 0.25, 0.5, 0.75, 1.0])
     haystacks: int = 2  # haystacks per (design, length); each holds one needle per depth
+    haystacks_short: int = 0  # haystacks per cell at lengths <= short_len (0: eval.haystacks)
+    short_len: int = 16384  # lengths every design gets before any design's longer cells (longctx.plan_grid)
     variant: str = "multikey"  # niah variant (single | multikey | multivalue | multiquery)
     hops: List[int] = field(default_factory=lambda: [1, 2, 3, 4])
     hop_tasks: List[str] = field(default_factory=lambda: ["chain"])
@@ -544,6 +546,8 @@ def validate_tasks(cfg) -> None:
             raise ConfigError(f"eval.depths[{i}]", d, "a depth in [0, 1]")
     for key in ("haystacks", "chains", "chunk", "train_len_samples"):
         _positive(f"eval.{key}", getattr(e, key))
+    if e.haystacks_short < 0:
+        raise ConfigError("eval.haystacks_short", e.haystacks_short, "must be >= 0 (0: eval.haystacks)")
     if e.variant not in NIAH_VARIANTS:
         raise ConfigError("eval.variant", e.variant, f"one of {', '.join(NIAH_VARIANTS)}")
     for i, h in enumerate(e.hops):

@@ -75,6 +75,12 @@ def records(exp: str, device: str = "cpu", seed: int = 0) -> list[dict]:
             rec(name, "latency/decode_ms", dec, "ms", status, **kw)
     rec("softmax", "latency/prefill_ms", None, "ms", "skipped", context_len=4194304, scope="layer",
         note="fixture: over the memory budget")
+    # Streaming prefill against the roofline; one timing taken under load (noisy).
+    for name, per in (("softmax", 1e-9), ("lightning_hybrid", 0.0)):
+        for length in (1024, 16384, 262144):
+            s = 2e-5 * length + per * length ** 2
+            rec(name, "eval/prefill_s", s, "s", context_len=length, roofline_s=s / 4, peak_fraction=0.25,
+                gflop_per_s=30.0, noisy=name == "softmax" and length == 16384, load=3.1 if length == 16384 else 0.4)
     rec("lightning", "crossover/prefill_len", 4096, "tokens", "projected", vs="softmax", method="analytic", bracket=[2048, 8192])
     rec("lightning", "crossover/prefill_len", 32768, "tokens", "measured", vs="softmax", method="measured", bracket=[16384, 65536])
     rec("lightning", "crossover/decode_len", 16384, "tokens", "measured", vs="softmax", method="measured", bracket=[8192, 32768])

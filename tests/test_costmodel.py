@@ -1,5 +1,9 @@
-"""The cost model: its counts follow the formulas, its reference op counts follow the code, and on
-this CPU its predicted times are within bench.max_rel_error (2x) of the measured ones."""
+"""The cost model: its counts follow the formulas and its reference op counts follow the code.
+
+Only checks that machine load cannot break live here. How close its predicted times come to
+measured ones on this CPU is a recorded benchmark, not a test: exp=crossover records
+costmodel/rel_error (predicted / measured, with the load average) for every op and layer it
+times (experiments/crossover/)."""
 
 from __future__ import annotations
 
@@ -9,9 +13,8 @@ import pytest
 import torch
 
 from attnbench.bench import costmodel, memory
-from attnbench.bench.calibrate import calibrate, dispatches, load_profile
+from attnbench.bench.calibrate import dispatches, load_profile
 from attnbench.bench.presets import M3, PRESETS, Arch
-from attnbench.bench.timing import time_fn
 from attnbench.bench.workloads import OP_OF, op_call
 
 SCALED = Arch(name="scaled", layout="S", d_model=512, n_heads=8, n_kv_heads=2, head_dim=64, window=1024,
@@ -73,34 +76,6 @@ def test_reference_op_counts_follow_the_code(letter, phase, n):
     assert abs(modelled - counted) <= max(0.6 * counted, 3), (counted, modelled)
 
 
-@pytest.fixture()
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("letter, phase, n", [(L, "prefill", 4096) for L in "SLWM"] + [(L, "decode", 16384) for L in "SLWM"])
-def test_predicted_time_within_2x_of_measured_on_this_cpu(one_thread, letter, phase, n):
-    """Predicted / measured in [1/2, 2] for every op at n >= 4K.
-
-    The CPU is shared with other jobs, so the roofline is calibrated right before each measurement
-    and a miss is retried (up to 3 tries, calibration included): a model 2x off in quiet moments
-    still fails every try.
-    """
-    fn = op_call(letter, phase, n, SCALED, batch=1, dtype=torch.float32, device=CPU, backend="reference")
-    cost = costmodel.op_cost(OP_OF[letter], phase, n, SCALED, impl="reference")
-    ratios = []
-    for _ in range(3):
-        hw = calibrate(load_profile("cpu"), min_run_time=0.1)[0]
-        ratios.append(cost.seconds(hw, "float32") * 1e3 / time_fn(fn, CPU, min_run_time=0.2, repeats=3).median_ms)
-        if 0.5 <= ratios[-1] <= 2.0:
-            break
-    assert 0.5 <= ratios[-1] <= 2.0, f"{OP_OF[letter]} {phase} n={n}: predicted/measured {ratios}"
-
-
 def test_gpu_projection_scales_with_the_profile():
     m3 = costmodel.model_cost(M3, "decode", 1 << 20, dtype="bfloat16", attention_only=True)
     dense = costmodel.model_cost(replace(M3, layout="S" * 60), "decode", 1 << 20, dtype="bfloat16", attention_only=True)
@@ -120,25 +95,3 @@ def test_planner_estimates_grow_with_the_work():
     assert planner.step_seconds(m, sm, hw, batch=8, seq_len=1024, train=False, impl="fused") == pytest.approx(short / 3)
     assert planner.decode_seconds(m, msa, hw, n=1 << 16, impl="fused") < planner.decode_seconds(m, sm, hw, n=1 << 16, impl="fused") * 1.5
     assert planner.cache_bytes(m, sm, n=1000, batch=2) == 2 * 1000 * 8 * 2 * 2 * 64 * 4
-
-
-@pytest.mark.slow
-def test_planner_forward_estimate_is_near_a_measured_forward(one_thread):
-    """The whole-model estimate (layers + head) against a measured forward of the scaled model."""
-    from attnbench.bench import planner
-    from attnbench.model import Model
-    from helpers import compose_cfg
-
-    cfg = compose_cfg(["+exp=crossover", "model.n_layers=2"])
-    idx = torch.randint(cfg.model.vocab_size, (1, 4096))
-    for name in ("softmax", "lightning"):
-        model = Model(cfg.model, cfg.attention[name]).eval()
-        with torch.no_grad():
-            measured = time_fn(lambda: model(idx), CPU, min_run_time=0.2, repeats=3).median_ms / 1e3
-        ratios = []
-        for _ in range(3):
-            hw = calibrate(load_profile("cpu"), min_run_time=0.1)[0]
-            ratios.append(planner.step_seconds(cfg.model, cfg.attention[name], hw, batch=1, seq_len=4096, train=False) / measured)
-            if 1 / 3 <= ratios[-1] <= 3:
-                break
-        assert 1 / 3 <= ratios[-1] <= 3, (name, ratios)

@@ -91,8 +91,10 @@ def test_lightning_chunking_and_segments_agree_with_recurrence(monkeypatch):
     q, k, v = (rand(B, H, T, D, requires_grad=False, seed=i) * 0.5 for i in range(3))
     decay = torch.tensor([0.9, 0.05, 1e-4])
     want_o, want_s = lightning_recurrent(*(x.double() for x in (q, k, v)), decay.double())
-    for chunk, segment in [(1, 16384), (5, 16384), (64, 30), (128, 16384)]:
+    for chunk, segment, exponent in [(1, 16384, 500.0), (5, 16384, 500.0), (64, 30, 500.0), (128, 16384, 500.0),
+                                     (5, 16384, 2.0), (16, 40, 30.0)]:  # small exponents: many scan groups
         monkeypatch.setattr(lightning_ref, "SEGMENT", segment)
+        monkeypatch.setattr(lightning_ref, "SCAN_EXPONENT", exponent)
         o, s = lightning_ref.lightning_attn(q, k, v, decay, chunk=chunk)
         assert_close(o, want_o, what=f"o chunk={chunk} segment={segment}")
         assert_close(s, want_s, what=f"state chunk={chunk} segment={segment}")
@@ -141,6 +143,28 @@ def test_msa_select(monkeypatch, B, G, T, S, Di, bs, top_k, pool):
     want = msa_select_naive(iq, ik, bs, top_k, pool)
     assert got.dtype == torch.int64 and got.shape == (B, G, T, top_k)
     assert torch.equal(got, want)
+
+
+def tied_index(B, G, T, S, Di, levels=2, seed=0):
+    """Index queries and keys with entries in {0, .., levels - 1}: integer scores, many exact ties."""
+    g = torch.Generator().manual_seed(seed)
+    return (torch.randint(levels, (B, G, T, Di), generator=g).float(), torch.randint(levels, (B, S, Di), generator=g).float())
+
+
+def test_msa_select_ties_go_to_the_lowest_block_ids(monkeypatch):
+    """Equal block scores rank by block id, lowest first (MiniMax's reference: a stable sort)."""
+    bs, top_k, T = 4, 4, 40
+    iq, ik = torch.ones(1, 1, T, 8), torch.ones(1, T, 8)  # every block scores the same
+    got = K.msa_select(iq, ik, bs, top_k)
+    for t in range(T):
+        local = t // bs
+        want = [local] + list(range(min(local, top_k - 1))) + [-1] * (top_k - 1 - min(local, top_k - 1))
+        assert got[0, 0, t].tolist() == want, (t, got[0, 0, t].tolist(), want)
+    monkeypatch.setattr(msa_ref, "SELECT_ROWS", 7)
+    monkeypatch.setattr(msa_ref, "SELECT_KEYS", 20)
+    for seed, pool in [(0, "max"), (1, "max"), (2, "mean")]:  # partial ties, inside and at the edge of the top k
+        iq, ik = tied_index(2, 2, 90, 90, 3, seed=seed)  # block size 4: block means stay exact in fp32
+        assert torch.equal(K.msa_select(iq, ik, 4, 6, pool=pool), msa_select_naive(iq, ik, 4, 6, pool)), (seed, pool)
 
 
 def msa_path(monkeypatch, path):

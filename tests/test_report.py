@@ -53,6 +53,11 @@ def test_report_has_every_section_in_order(fixture_report):
     assert "Projected, not measured" in html
 
 
+def test_noisy_timings_are_said_in_the_caveats(fixture_report):
+    _, html = fixture_report
+    assert "Noisy timings: 2 were taken while the load average exceeded the core count" in html  # cpu and gpu runs
+
+
 def test_config_strings_are_escaped(fixture_report):
     _, html = fixture_report
     assert XSS not in html

@@ -155,12 +155,15 @@ def test_needle_run_with_the_shipped_softmax_model_resumes_without_repeating_cel
                        if json.loads(l).get("type") == "record"]
     before = records()
     acc = [r for r in before if r["metric"] == "niah/acc" and r.get("depth") is None]
-    assert sorted(r["context_len"] for r in acc) == [1024, 2048] and all(r["n"] == 10 for r in acc)
+    assert sorted(r["context_len"] for r in acc) == [1024, 2048] and all(r["n"] == 30 for r in acc)  # 6 short haystacks
+    prefill = [r for r in before if r["metric"] == "eval/prefill_s"]
+    assert prefill and all(r["gflop_per_s"] > 0 and 0 < r["peak_fraction"] and r["roofline_s"] > 0
+                           and isinstance(r["noisy"], bool) and r["planned"] == "short" for r in prefill)
     second = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert second.returncode == 0, second.stderr[-3000:]
     out = second.stdout + second.stderr
     cell_lines = [l for l in out.splitlines() if l.lstrip().startswith("[")]  # one a finished cell (no terminal)
-    assert len(cell_lines) == 4 and all(l.endswith("recorded earlier") for l in cell_lines), cell_lines
+    assert len(cell_lines) == 12 and all(l.endswith("recorded earlier") for l in cell_lines), cell_lines
     assert len(records()) == len(before)
 
 

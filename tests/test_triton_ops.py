@@ -203,6 +203,16 @@ def test_msa_select_triton(B, G, T, S, Di, bs, top_k, pool, dtype):
     torch.testing.assert_close(pick(got), pick(want), rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("pool", ["max", "mean"])
+def test_msa_select_triton_breaks_ties_to_the_lowest_block_id(pool):
+    """Integer index entries: many exactly equal block scores; the kernel keeps the reference's rule."""
+    g = torch.Generator().manual_seed(5)
+    iq, ik = torch.randint(2, (1, 2, 70, 3), generator=g).float(), torch.randint(2, (1, 70, 3), generator=g).float()
+    for top_k in (3, 6):
+        assert torch.equal(K.msa_select(iq, ik, 4, top_k, pool=pool, backend="triton"),
+                           K.msa_select(iq, ik, 4, top_k, pool=pool, backend="reference"))
+
+
 MSA_SHAPES = [(1, 4, 2, 63, 63, 24, 8, 3), (1, 2, 1, 130, 130, 16, 16, 4), (1, 4, 2, 20, 70, 16, 8, 3)]
 
 

@@ -44,6 +44,28 @@ def forward_cost(model_cfg, design_cfg, phase: str, n: int, *, batch: int = 1, d
     return cost.add("head", 2 * batch * T * C * V, e * (V * C + batch * T * (C + V)), 3)
 
 
+def prefill_cost(model_cfg, design_cfg, n: int, *, batch: int = 1, dtype: str = "float32",
+                 impl: str = "reference") -> costmodel.Cost:
+    """What Model.prefill of n tokens computes: every layer but the last in full; the last only
+    fills its cache (K and V projections, msa's index keys; a lightning layer runs its attention
+    to update its state, but not its MoE); no output head."""
+    from dataclasses import replace
+
+    arch = from_model(model_cfg, design_cfg)
+    moe = _moe(model_cfg)
+    body = replace(arch, layout=arch.layout[:-1])
+    cost = costmodel.model_cost(body, "prefill", n, batch=batch, dtype=dtype, impl=impl, moe=moe) if body.layout else costmodel.Cost()
+    last, C = arch.layout[-1], model_cfg.d_model
+    H, G, D = arch.n_heads, arch.n_kv_heads, arch.head_dim
+    e = memory.dtype_bytes(dtype)
+    if last == "L":
+        cost = cost + costmodel.op_cost("lightning", "prefill", n, arch, batch=batch, dtype=dtype, impl=impl)
+        width = 5 * H * D  # q, k, v, gate and output projections
+    else:
+        width = 2 * G * D + (arch.index_dim if last == "M" else 0)
+    return cost.add("last layer: cache", 2 * batch * n * C * width, e * batch * n * (C + width), 3)
+
+
 def step_seconds(model_cfg, design_cfg, hw, *, batch: int, seq_len: int, train: bool = True,
                  dtype: str = "float32", impl: str = "reference") -> float:
     """One training step (forward + backward) or one full-sequence forward pass."""

@@ -4,7 +4,10 @@ For each scope (op | layer), phase (prefill | decode), length n and layer letter
 the time with the cost model; then, group by group (the letters of one (scope, phase, n) timed
 one after the other, in the same process, under the same load; cheapest groups first), skip a cell
 if one call would exceed bench.max_call_s or the rest of the run's budget, else time it and record
-latency/<phase>_ms with the prediction beside the measurement. Cells are resumable.
+latency/<phase>_ms with the prediction beside the measurement, its achieved GFLOP/s and fraction
+of the calibrated peak, and its load (noisy when above the core count). Cells are resumable.
+record_model_errors turns them into costmodel/rel_error (predicted / measured): the cost model's
+accuracy on this machine is a recorded benchmark, with the load it was measured under.
 
 Returns a pandas DataFrame of every cell (measured or skipped) for the crossover analysis.
 """
@@ -22,7 +25,7 @@ from attnbench.kernels import choose
 from . import costmodel
 from .gate import check
 from .presets import from_model
-from .timing import time_fn
+from .timing import efficiency, time_fn
 from .workloads import OP_OF, layer_call, make_block, op_call
 
 SINGLE = {"S": "softmax", "L": "lightning", "W": "sliding_window", "M": "msa"}
@@ -108,7 +111,8 @@ def run(ctx, hw, letters: str, passed: dict[str, bool], budget: Budget, *, scope
                         cost = costmodel.layer_cost(L, phase, n, arch, batch=b.batch, dtype=b.dtype, impl=impl, moe=moe)
                     groups.setdefault((scope, phase, n), []).append(
                         dict(scope=scope, phase=phase, n=n, letter=L, op=op, design=design, backend=backend, impl=impl,
-                             predicted_ms=1e3 * cost.seconds(hw, b.dtype)))
+                             predicted_ms=1e3 * cost.seconds(hw, b.dtype), flops=cost.flops,
+                             peak=costmodel.peak_flops(hw, b.dtype) if hw.flops else None))
     def group_cost(key):  # seconds the cells that will run cost (a cell over max_call_s is skipped anyway)
         return sum(c["predicted_ms"] for c in groups[key] if c["predicted_ms"] <= 1e3 * b.max_call_s)
     for key in sorted(groups, key=group_cost):
@@ -128,7 +132,7 @@ def _cell(ctx, row: dict, done: dict, blocks: dict, budget: Budget, passed: dict
     if cell.done and cell.key in done:
         prev = done[cell.key]
         return {**row, "status": prev["status"], "median_ms": prev["value"], "p25_ms": prev.get("p25_ms"),
-                "p75_ms": prev.get("p75_ms")}
+                "p75_ms": prev.get("p75_ms"), "load": prev.get("load"), "noisy": prev.get("noisy", False)}
     reason = None
     if not passed.get(L, False):
         reason = "op failed its correctness gate"
@@ -151,12 +155,14 @@ def _cell(ctx, row: dict, done: dict, blocks: dict, budget: Budget, passed: dict
         fn = layer_call(blocks[L], phase, n, batch=b.batch, dtype=dtype, device=dev, seed=cfg.seed)
     t = time_fn(fn, dev, min_run_time=b.min_run_time, repeats=b.repeats)
     del fn
-    cell.record(design, metric, t.median_ms, "ms", "measured", p25_ms=t.p25_ms, p75_ms=t.p75_ms, n=t.n,
-                method=t.method, load=t.load, **fields)
+    cell.record(design, metric, t.median_ms, "ms", "measured", **t.fields(),
+                **efficiency(row["flops"], t.median_ms / 1e3, row["peak"]), **fields)
     cell.commit()
     ctx.console.print(f"  {scope:<5} {phase:<7} n={n:>7} {op:<15} {t.median_ms:>10.2f} ms "
-                      f"(pred {1e3 * predicted:>9.2f}, x{1e3 * predicted / t.median_ms:.2f}) load {t.load:.1f}")
-    return {**row, "status": "measured", "median_ms": t.median_ms, "p25_ms": t.p25_ms, "p75_ms": t.p75_ms}
+                      f"(pred {1e3 * predicted:>9.2f}, x{1e3 * predicted / t.median_ms:.2f}) load {t.load:.1f}"
+                      + (" NOISY" if t.noisy else ""))
+    return {**row, "status": "measured", "median_ms": t.median_ms, "p25_ms": t.p25_ms, "p75_ms": t.p75_ms,
+            "load": t.load, "noisy": t.noisy}
 
 
 def record_model_errors(ctx, df: pd.DataFrame) -> pd.DataFrame:
@@ -168,7 +174,8 @@ def record_model_errors(ctx, df: pd.DataFrame) -> pd.DataFrame:
         within = 1 / b.max_rel_error <= r.ratio <= b.max_rel_error
         ctx.record(r.design, "costmodel/rel_error", float(r.ratio), "predicted/measured", "measured", op=r.op,
                    phase=r.phase, scope=r.scope, context_len=int(r.n), backend=r.backend, within=bool(within),
-                   bound=b.max_rel_error, layout=r.letter)
+                   bound=b.max_rel_error, layout=r.letter, load=getattr(r, "load", None),
+                   noisy=bool(getattr(r, "noisy", False)))
     return m
 
 

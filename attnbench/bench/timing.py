@@ -2,7 +2,10 @@
 
 CPU: ``torch.utils.benchmark.Timer.blocked_autorange`` (it handles warm-up and picks the
 number of runs per measurement). CUDA: ``triton.testing.do_bench`` (flushes L2, syncs).
-Compare designs as ratios of timings taken in the same process.
+Compare designs as ratios of timings taken in the same process. Every timing carries the
+1-minute load average before and after it, and is `noisy` when either exceeded the core count
+(other processes then share the cores: the time is an upper bound). efficiency() turns a FLOP
+count and a time into achieved GFLOP/s and the fraction of a calibrated peak.
 """
 
 from __future__ import annotations
@@ -25,24 +28,49 @@ class Timing:
     method: str  # torch.utils.benchmark | triton.do_bench
     device: str
     load: float = -1.0  # 1-minute load average of the machine when the timing ended (os.getloadavg)
+    load_before: float = -1.0  # ... when it started
+    noisy: bool = False  # the load exceeded the core count before or after (cores shared)
 
     def as_dict(self) -> dict:
         return asdict(self)
 
+    def fields(self) -> dict:
+        """What a latency record carries besides its value."""
+        return {"p25_ms": self.p25_ms, "p75_ms": self.p75_ms, "n": self.n, "method": self.method, "load": self.load,
+                "load_before": self.load_before, "noisy": self.noisy}
+
+
+def noisy(*loads: float) -> bool:
+    """True when any 1-minute load average exceeds this machine's core count."""
+    return max(loads) > (os.cpu_count() or 1)
+
+
+def efficiency(flops: float, seconds: float, peak_flops: float | None) -> dict:
+    """Achieved GFLOP/s of `flops` done in `seconds`, and the fraction of `peak_flops` (FLOP/s)."""
+    if not seconds or seconds <= 0:
+        return {}
+    out = {"flops": float(flops), "gflop_per_s": flops / seconds / 1e9}
+    if peak_flops:
+        out["peak_fraction"] = flops / seconds / peak_flops
+    return out
+
 
 def time_fn(fn: Callable[[], object], device: torch.device, *, min_run_time: float = 0.5, warmup: int = 1,
-            repeats: int = 1) -> Timing:
+            repeats: int = 3) -> Timing:
     """Time ``fn()`` (which must do all its work before returning, or on ``device``).
 
-    At least ``repeats`` measurements are taken, even when one call outlasts ``min_run_time``.
+    At least ``repeats`` (>= 3 by default) measurements are taken, even when one call outlasts
+    ``min_run_time``: a long baseline is the median of 3 single calls, never one call.
     """
+    before = os.getloadavg()[0]
     if device.type == "cuda":
         import triton.testing
 
         ms = triton.testing.do_bench(fn, warmup=25, rep=max(100, int(min_run_time * 1000)), return_mode="all")
         q = statistics.quantiles(ms, n=4, method="inclusive") if len(ms) > 1 else [ms[0]] * 3
+        after = os.getloadavg()[0]
         return Timing(statistics.median(ms), q[0], q[2], len(ms), "triton.do_bench", torch.cuda.get_device_name(device),
-                      os.getloadavg()[0])
+                      after, before, noisy(before, after))
     import torch.utils.benchmark as benchmark
 
     start = time.perf_counter()
@@ -55,4 +83,6 @@ def time_fn(fn: Callable[[], object], device: torch.device, *, min_run_time: flo
     while len(times) < repeats:
         times.append(timer.timeit(1).median * 1e3)
     q = statistics.quantiles(times, n=4, method="inclusive") if len(times) > 1 else [times[0]] * 3
-    return Timing(statistics.median(times), q[0], q[2], len(times), "torch.utils.benchmark", "cpu", os.getloadavg()[0])
+    after = os.getloadavg()[0]
+    return Timing(statistics.median(times), q[0], q[2], len(times), "torch.utils.benchmark", "cpu", after, before,
+                  noisy(before, after))

@@ -3,8 +3,10 @@
 The references are what every CPU user runs. For each T in kernels.shapes.lengths, in this one
 process: causal SDPA (the baseline, GQA), then lightning, sliding window and msa (selection plus
 attention; the two parts are also timed alone), all forward, fp32, same B / H / Hkv / D. Each
-timing is a median with its spread (attnbench.bench.timing), and every cell records
-os.getloadavg() before and after, because the CPU may be shared.
+timing is a median of at least 3 calls with its spread (attnbench.bench.timing), and every cell
+records os.getloadavg() before and after (`noisy` when above the core count), because the CPU
+may be shared. Each timing also records its achieved GFLOP/s (the cost model's FLOP count of
+the op) and its fraction of the fp32 matmul peak calibrated at the start of the run.
 
 Correctness first: each op is checked at kernels.shapes.check_lengths against its dense form
 (a T x T mask or decay matrix in float64, attnbench.bench.ops.dense); an op that misses by more
@@ -17,8 +19,10 @@ import os
 
 import torch
 
+from attnbench.bench import costmodel
 from attnbench.bench import ops as O
-from attnbench.bench.timing import time_fn
+from attnbench.bench.presets import Arch
+from attnbench.bench.timing import efficiency, time_fn
 
 CHECK_RTOL = 1e-4  # fp32 references against the float64 dense truth, relative to max |truth|
 TIMED = ("lightning", "sliding_window", "msa")
@@ -32,6 +36,13 @@ def design_of(op: str) -> str:
 def shape(cfg, T: int) -> O.Shape:
     s = cfg.kernels.shapes
     return O.Shape(s.batch, s.heads, s.kv_heads, T, s.head_dim, s.window, s.block_size, s.top_k, s.index_dim)
+
+
+def op_flops(op: str, sh: O.Shape) -> float:
+    """The cost model's FLOPs of one forward of op at shape sh (reference implementation)."""
+    arch = Arch(name=op, layout="S", d_model=sh.H * sh.D, n_heads=sh.H, n_kv_heads=sh.Hkv, head_dim=sh.D,
+                window=sh.window, block_size=sh.block_size, top_k=sh.top_k, index_heads=sh.Hkv, index_dim=sh.index_dim)
+    return costmodel.op_cost(op, "prefill", sh.T, arch, batch=sh.B, impl="reference").flops
 
 
 def check(ctx, op: str, T: int, dtype: torch.dtype) -> bool:
@@ -49,7 +60,7 @@ def check(ctx, op: str, T: int, dtype: torch.dtype) -> bool:
     return ok
 
 
-def timings(ctx, T: int, dtype: torch.dtype, ops: list[str]) -> None:
+def timings(ctx, T: int, dtype: torch.dtype, ops: list[str], peak: float | None = None) -> None:
     cfg, dev = ctx.cfg, ctx.device
     sh = shape(cfg, T)
     cell = ctx.cell(part="time", T=T, dtype=str(dtype), ops=ops)
@@ -63,10 +74,13 @@ def timings(ctx, T: int, dtype: torch.dtype, ops: list[str]) -> None:
     def timed(name: str, backend: str, fn) -> float:
         with torch.no_grad():
             t = time_fn(fn, dev, min_run_time=cfg.kernels.min_run_time)
-        cell.record(design_of(name), "latency/prefill_ms", t.median_ms, "ms",
-                    op=name, backend=backend, p25_ms=t.p25_ms, p75_ms=t.p75_ms, n=t.n, method=t.method,
-                    loadavg=load_before, **common)
-        ctx.console.print(f"  T={T:<6} {name:<15} {backend:<9} {t.median_ms:10.1f} ms  [{t.p25_ms:.1f}, {t.p75_ms:.1f}] n={t.n}")
+        eff = efficiency(op_flops(name, sh), t.median_ms / 1e3, peak) if dt == "float32" else {}
+        cell.record(design_of(name), "latency/prefill_ms", t.median_ms, "ms", op=name, backend=backend,
+                    loadavg=load_before, **t.fields(), **eff, **common)
+        ctx.console.print(f"  T={T:<6} {name:<15} {backend:<9} {t.median_ms:10.1f} ms  [{t.p25_ms:.1f}, {t.p75_ms:.1f}] n={t.n}"
+                          + (f"  {eff['gflop_per_s']:.1f} GFLOP/s" if eff else "")
+                          + (f" ({100 * eff['peak_fraction']:.0f}% of peak)" if "peak_fraction" in eff else "")
+                          + ("  NOISY (load > cores)" if t.noisy else ""))
         return t.median_ms
 
     x = O.make_inputs("softmax", sh, dtype, dev)
@@ -125,25 +139,38 @@ def summary(ctx) -> str:
                                        "msa_attn") if any(o == op for o, _ in ms)]
     head = "| T | " + " | ".join(("causal SDPA" if op == "softmax" else op) + " ms (x)" for op in ops) + " | load avg |"
     lines = [head, "|" + "---|" * (len(ops) + 2)]
+    eff = ["", "Achieved GFLOP/s (fraction of the calibrated fp32 matmul peak), by the cost model's FLOP count:", "",
+           "| T | " + " | ".join("causal SDPA" if op == "softmax" else op for op in ops) + " |", "|" + "---|" * (len(ops) + 1)]
+    noisy = False
     for T in lengths:
         base = ms.get(("softmax", T))
-        cells = []
+        cells, rates = [], []
         for op in ops:
             r = ms.get((op, T))
+            mark = "*" if r is not None and r.get("noisy") else ""
+            noisy |= bool(mark)
             if r is None:
                 cells.append("-")
             elif op == "softmax" or base is None:
-                cells.append(f"{r['value']:.1f}")
+                cells.append(f"{r['value']:.1f}{mark}")
             else:
-                cells.append(f"{r['value']:.1f} ({base['value'] / r['value']:.1f}x)")
+                cells.append(f"{r['value']:.1f} ({base['value'] / r['value']:.1f}x){mark}")
+            rates.append("-" if r is None or "gflop_per_s" not in r else
+                         f"{r['gflop_per_s']:.1f}" + (f" ({100 * r['peak_fraction']:.0f}%)" if "peak_fraction" in r else ""))
         load = base["loadavg"] if base else None
         lines.append(f"| {T} | " + " | ".join(cells) + f" | {', '.join(f'{v:.2f}' for v in load) if load else '-'} |")
-    return "\n".join(lines) + "\n"
+        eff.append(f"| {T} | " + " | ".join(rates) + " |")
+    if noisy:
+        lines += ["", "\\* noisy: the load average exceeded the core count while this was timed (an upper bound)."]
+    return "\n".join(lines + eff) + "\n"
 
 
 def run(ctx) -> None:
+    from attnbench.bench.calibrate import hardware_for_run
+
     kc = ctx.cfg.kernels
     torch.manual_seed(ctx.cfg.seed)
+    peak = hardware_for_run(ctx).flops.get("float32") if ctx.device.type == "cpu" else None  # fp32 matmul peak, run's threads
     for dt_name in kc.dtypes:
         dtype = O.DTYPES[dt_name]
         ok = [op for op in kc.ops if op in TIMED and all(check(ctx, op, T, dtype) for T in kc.shapes.check_lengths)]
@@ -151,7 +178,7 @@ def run(ctx) -> None:
             ctx.record(op, "latency/prefill_ms", None, "ms", "skipped", layout="", op=op, backend="reference",
                        note="its check against the dense form failed: never timed")
         for T in kc.shapes.lengths:
-            timings(ctx, T, dtype, ok)
+            timings(ctx, T, dtype, ok, peak)
     text = summary(ctx)
     (ctx.run_dir / "summary.md").write_text(text)
     ctx.console.print(text)

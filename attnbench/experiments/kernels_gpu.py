@@ -177,7 +177,8 @@ class Run:
         return fns
 
     def time_one(self, fn: Callable) -> object:
-        return time_fn(fn, self.dev, min_run_time=self.min_run_time, warmup=0 if self.dry else 1)
+        # a dry run (interpreter on CPU) only shows the flow works: one call, not a timing
+        return time_fn(fn, self.dev, min_run_time=self.min_run_time, warmup=0 if self.dry else 1, repeats=1 if self.dry else 3)
 
     def timings(self, op: str, T: int, dtype: torch.dtype, grads: bool) -> None:
         dt = str(dtype).removeprefix("torch.")

@@ -8,6 +8,7 @@ Cells are resumable: a rerun of the same command skips every cell already record
 
 from __future__ import annotations
 
+import os
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -17,6 +18,9 @@ import numpy as np
 import torch
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from attnbench.bench import planner
+from attnbench.bench.calibrate import hardware_for_run
+from attnbench.bench.timing import efficiency, noisy
 from attnbench.config import parse_duration
 from attnbench.evaluate import PeakRSS, batch_accuracy, run_sample, wilson
 from attnbench.experiments.train import record_training
@@ -77,38 +81,24 @@ def run_grid(ctx, grid: Grid) -> None:
 
     ctx.console.print("calibrating prefill cost per design ...")
     cal = {name: calibrate(t.model, dev, cfg.eval.chunk, cfg.model.vocab_size) for name, t in models.items()}
+    hw = hardware_for_run(ctx) if dev.type == "cpu" else None  # the peak each prefill's GFLOP/s is held to
 
-    # Plan in a fixed order so that the cells that fit are chosen the same way every time:
-    # the headline design (the first of exp.designs) at every length first, then the others,
-    # short contexts first. Cells run in the same order, so a late overrun of the estimates
-    # costs the last cells planned, never the headline's.
+    haystacks = lambda L: (cfg.eval.haystacks_short or cfg.eval.haystacks) if L <= cfg.eval.short_len else cfg.eval.haystacks
+
+    def estimate(name, L, g_i, group):
+        passes = len(grid.make(_rng(cfg.seed, L, g_i, 0), min(L, 64), group)) if grid.task == "niah_single" else 1
+        return cal[name].estimate(L, passes)
+
+    planned, skipped = plan_grid(list(models), lengths, grid.groups, estimate, haystacks,
+                                 budget - (time.perf_counter() - start), mem_cap, cfg.eval.short_len, cfg.exp.budget)
     names = list(models)
-    order = [(L, names[0]) for L in lengths] + [(L, n) for L in lengths for n in names[1:]]
-    planned, skipped = [], []
-    left = budget - (time.perf_counter() - start)
-    for L, name in order:
-        for g_i, group in enumerate(grid.groups):
-            passes = len(grid.make(_rng(cfg.seed, L, g_i, 0), min(L, 64), group)) if grid.task == "niah_single" else 1
-            est = cal[name].estimate(L, passes)
-            coords = dict(design=name, context_len=L, **group)
-            if est.bytes > mem_cap:
-                skipped.append((coords, est, f"needs ~{est.bytes / 2**30:.1f} GiB, more than the {mem_cap / 2**30:.1f} GiB allowed"))
-                continue
-            cells = [(coords, i, est) for i in range(cfg.eval.haystacks)]
-            total = est.seconds * len(cells)
-            if total > left:
-                skipped.append((coords, est, f"would take ~{total / 60:.1f} min for {len(cells)} haystacks, "
-                                             f"more than the {max(0.0, left) / 60:.1f} min left of exp.budget={cfg.exp.budget}"))
-                continue
-            left -= total
-            planned.extend(cells)
     skipped.sort(key=lambda c: (c[0]["context_len"], names.index(c[0]["design"])))
 
     for coords, est, reason in skipped:
         # keyed without the reason (its minutes-left differ between runs), and not recorded over
         # samples an earlier run of this command measured: a rerun adds no second verdict
         cell = ctx.cell(**coords, part="skip", budget=cfg.exp.budget)
-        measured = any(ctx.cell(**coords, sample=i, part="eval").done for i in range(cfg.eval.haystacks))
+        measured = any(ctx.cell(**coords, sample=i, part="eval").done for i in range(haystacks(coords["context_len"])))
         if not cell.done and not measured:
             cell.record(coords["design"], grid.metric, None, "fraction", "skipped", task=grid.task, train_len=train_len,
                         context_len=coords["context_len"], note=reason, **{k: v for k, v in coords.items() if k not in ("design", "context_len")},
@@ -125,7 +115,7 @@ def run_grid(ctx, grid: Grid) -> None:
             if not ctx.console.is_terminal:  # a log file gets no live bar: one line per finished cell instead
                 ctx.console.print(f"  [{time.strftime('%H:%M:%S')}] {progress.tasks[bar].completed:.0f}/{len(planned)} {note}")
 
-        for coords, i, est in planned:
+        for coords, i, est, phase in planned:
             cell = ctx.cell(**coords, sample=i, part="eval")
             extra = "".join(f" {k}={v}" for k, v in coords.items() if k not in ("design", "context_len"))
             label = f"{coords['design']} n={coords['context_len']:,}{extra} #{i}"
@@ -149,6 +139,7 @@ def run_grid(ctx, grid: Grid) -> None:
                                                  "seed": cfg.seed, "sample": i, "vocab": list(vocab_of(cfg).__dict__.values())},
                                      lambda: grid.make(_rng(cfg.seed, coords["context_len"], g_i, i), coords["context_len"], group))
             model = models[coords["design"]].model
+            load_before = os.getloadavg()[0]
             with PeakRSS() as peak:
                 results, costs = [], defaultdict(float)
                 for sample in samples:
@@ -163,15 +154,96 @@ def run_grid(ctx, grid: Grid) -> None:
                 extra = {"depth": _grid_depth(r.depth, cfg.eval.depths)} if grid.by == "depth" else {}
                 cell.record(coords["design"], f"{grid.metric.split('/')[0]}/probe", float(r.correct), "fraction", "measured",
                             probe=j, hits=r.hits, targets=r.targets, **extra, **common)
-            cell.record(coords["design"], "eval/prefill_s", costs["prefill_s"], "s", **common, estimated_s=round(est.seconds, 1))
+            load_after = os.getloadavg()[0]
+            eff = prefill_efficiency(cfg, coords["design"], coords["context_len"], len(samples), costs["prefill_s"], hw)
+            cell.record(coords["design"], "eval/prefill_s", costs["prefill_s"], "s", **common, estimated_s=round(est.seconds, 1),
+                        planned=phase, haystacks=len(samples), load_before=load_before, load=load_after,
+                        noisy=noisy(load_before, load_after), **eff)
             cell.record(coords["design"], "eval/peak_rss_bytes", peak.peak, "bytes", **common,
                         note="peak resident memory of the process while this cell ran")
             cell.record(coords["design"], "eval/cache_bytes", costs["cache_bytes"], "bytes", **common)
             cell.commit()
             acc = sum(r.correct for r in results) / max(1, len(results))
-            finished(f"{label}: acc {acc:.2f}, prefill {costs['prefill_s']:.1f} s")
+            rate = f", {eff['gflop_per_s']:.1f} GFLOP/s" if "gflop_per_s" in eff else ""
+            rate += f" ({100 * eff['peak_fraction']:.0f}% of peak)" if "peak_fraction" in eff else ""
+            finished(f"{label}: acc {acc:.2f}, prefill {costs['prefill_s']:.1f} s{rate}" + (" NOISY" if noisy(load_before, load_after) else ""))
 
     aggregate(ctx, grid, train_len)
+
+
+def prefill_efficiency(cfg, design: str, n: int, prefills: int, seconds: float, hw) -> dict:
+    """Achieved GFLOP/s of `prefills` prefills of n tokens (the cost model's FLOP count of
+    Model.prefill), its fraction of the calibrated fp32 peak, the compute roofline time
+    (FLOPs / peak) and the cost model's predicted time of the reference code."""
+    cost = planner.prefill_cost(cfg.model, cfg.attention[design], n)
+    peak = hw.flops.get("float32") if hw is not None else None
+    out = efficiency(prefills * cost.flops, seconds, peak)
+    if peak:
+        out["roofline_s"] = prefills * cost.flops / peak
+        out["predicted_s"] = prefills * cost.seconds(hw, "float32")
+    return out
+
+
+def plan_grid(names: list[str], lengths: list[int], groups: list[dict], estimate, haystacks, left: float,
+              mem_cap: float, short_len: int, budget: str):
+    """Which (design, length, group) cells run, in run order; the rest skipped with a reason.
+
+    estimate(name, L, g_i, group) -> Estimate of one haystack; haystacks(L) -> haystacks a cell;
+    left: seconds of the budget left. Three passes, each in ascending length, the headline
+    design (names[0]) first at each length:
+      short     every design at every length <= short_len (the short cells are never starved);
+      fair      what is left is shared equally: each design takes its longer lengths while their
+                total fits its share (so no design's long cells starve the others);
+      leftover  the shares a design could not use go to the cells still waiting (the designs
+                whose cells cost the most, e.g. quadratic ones, get every length that still fits).
+    A cell needs all its haystacks to fit. Returns planned [(coords, haystack, estimate, pass)]
+    and skipped [(coords, estimate, reason)].
+    """
+    cells = []  # (L, name, coords, est, total)
+    skipped = []
+    for L in lengths:
+        for name in names:
+            for g_i, group in enumerate(groups):
+                est = estimate(name, L, g_i, group)
+                coords = dict(design=name, context_len=L, **group)
+                if est.bytes > mem_cap:
+                    skipped.append((coords, est, f"needs ~{est.bytes / 2**30:.1f} GiB, more than the {mem_cap / 2**30:.1f} GiB allowed"))
+                else:
+                    cells.append((L, name, coords, est, est.seconds * haystacks(L)))
+    planned, waiting = [], []
+
+    def take(cell, phase):
+        L, _, coords, est, _ = cell
+        planned.extend((coords, i, est, phase) for i in range(haystacks(L)))
+
+    for cell in cells:
+        if cell[0] <= short_len and cell[4] <= left:
+            take(cell, "short")
+            left -= cell[4]
+        elif cell[0] <= short_len:
+            skipped.append((cell[2], cell[3], f"would take ~{cell[4] / 60:.1f} min for {haystacks(cell[0])} haystacks, "
+                                              f"more than the {max(0.0, left) / 60:.1f} min left of exp.budget={budget}"))
+        else:
+            waiting.append(cell)
+    share = max(0.0, left) / max(1, len(names))
+    spent = {name: 0.0 for name in names}
+    rest = []
+    for cell in waiting:
+        if spent[cell[1]] + cell[4] <= share:
+            take(cell, "fair")
+            spent[cell[1]] += cell[4]
+        else:
+            rest.append(cell)
+    pool = max(0.0, left) - sum(spent.values())
+    for cell in rest:
+        if cell[4] <= pool:
+            take(cell, "leftover")
+            pool -= cell[4]
+        else:
+            skipped.append((cell[2], cell[3], f"would take ~{cell[4] / 60:.1f} min for {haystacks(cell[0])} haystacks, more "
+                                              f"than its fair share ({share / 60:.1f} min of exp.budget={budget}) and the "
+                                              f"{pool / 60:.1f} min the other designs left"))
+    return planned, skipped
 
 
 def _grid_depth(depth: float | None, grid: list[float]) -> float | None:

@@ -70,16 +70,23 @@ class MoE(nn.Module):
         probs_NE = torch.softmax(self.router(x_NC), dim=-1)
         weight_NK, expert_NK = probs_NE.topk(self.K, dim=-1)
         weight_NK = weight_NK / weight_NK.sum(-1, keepdim=True)
-        y_NC = torch.zeros_like(x_NC)
-        for e in range(self.E):
-            token, slot = (expert_NK == e).nonzero(as_tuple=True)
-            if token.numel() == 0:
-                continue
-            h = F.gelu(x_NC[token] @ self.w_up_EFC[e].T) @ self.w_down_ECF[e].T  # (n, C)
-            y_NC = y_NC.index_add(0, token, h * weight_NK[token, slot, None])
+        # dispatch once: the (token, slot) pairs sorted by expert (stable: each expert's tokens in
+        # order), one gather of their rows; each expert multiplies a contiguous slice; one
+        # index_add sums the K contributions of a token in expert order (as a loop over experts would)
+        order = torch.argsort(expert_NK.flatten(), stable=True)
+        counts = torch.bincount(expert_NK.flatten(), minlength=self.E).tolist()
+        token = order // self.K
+        x_rows = x_NC.index_select(0, token)
+        w_rows = weight_NK.flatten().index_select(0, order)[:, None]
+        h_rows, start = [], 0
+        for e, n in enumerate(counts):
+            if n:
+                h_rows.append(F.gelu(x_rows[start : start + n] @ self.w_up_EFC[e].T) @ self.w_down_ECF[e].T)  # (n, C)
+            start += n
+        y_NC = torch.zeros_like(x_NC).index_add_(0, token, torch.cat(h_rows) * w_rows)
         routing = GLOBAL_ROUTING.get()
         if routing is None:  # the whole batch is here
-            routed_E = torch.bincount(expert_NK.flatten(), minlength=self.E).to(x.dtype) / expert_NK.numel()
+            routed_E = torch.tensor(counts, dtype=x.dtype, device=x.device) / expert_NK.numel()
             balance = self.E * (routed_E * probs_NE.mean(0)).sum()
         else:  # a slice of a global batch: its share of the global batch's loss
             balance = routing.balance(self.layer, expert_NK, probs_NE)

@@ -174,6 +174,13 @@ def caveats(data: RunData) -> list[str]:
     for problem in data.problems:
         out.append(f"Damaged results: {problem}. Those lines and the records of those cells are left out; "
                    f"rerunning the run redoes the cells and repairs the file.")
+    if "noisy" in df.columns:
+        noisy = df[df["noisy"].map(lambda x: x is True)]
+        if not noisy.empty:
+            by = ", ".join(f"{m} ({n})" for m, n in noisy["metric"].value_counts().sort_index().items())
+            out.append(f"Noisy timings: {len(noisy)} were taken while the load average exceeded the core count "
+                       f"({by}; each record says noisy=true, hollow markers in the efficiency figure). Other processes "
+                       f"shared the cores: such a time is an upper bound and a ratio between two of them is uncertain.")
     hashes = {h.get("config_hash") for h in data.headers}
     if len(hashes) > 1:
         out.append(f"This report merges {len(data.files)} results files with {len(hashes)} different configs: "

@@ -19,6 +19,7 @@ COLUMNS = (
     "exp", "design", "layout", "metric", "value", "unit", "status", "config_hash", "time", "cell", "note",
     "context_len", "depth", "seed", "backend", "device", "dtype", "task", "hops", "n", "ci_low", "ci_high",
     "train_len", "scope", "op", "p25_ms", "p75_ms", "preset", "vs", "method", "bracket", "step", "hardware",
+    "noisy", "load", "roofline_s", "peak_fraction", "gflop_per_s",
 )
 # The designs in the order tables and legends list them; unknown names follow alphabetically.
 DESIGN_ORDER = ("softmax", "lightning", "lightning_hybrid", "sliding_window", "swa_hybrid", "msa")
@@ -88,7 +89,8 @@ def load(paths: Iterable[Path | str]) -> RunData:
             df[col] = None
     df = df.astype({c: object for c in df.columns})  # keep ints ints and lists lists
     df["v"] = pd.to_numeric(df["value"].map(_number), errors="coerce").astype(float)
-    for col in ("context_len", "depth", "hops", "train_len", "seed", "step", "ci_low", "ci_high", "p25_ms", "p75_ms", "n"):
+    for col in ("context_len", "depth", "hops", "train_len", "seed", "step", "ci_low", "ci_high", "p25_ms", "p75_ms", "n",
+                "roofline_s", "peak_fraction", "gflop_per_s"):
         df[col] = pd.to_numeric(df[col], errors="coerce")
     return RunData(df, headers, footers, files, problems)
 

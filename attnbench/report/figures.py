@@ -369,6 +369,43 @@ def _crossovers(ax, x: pd.DataFrame, names: list[str]) -> None:
                     xycoords=("data", "axes fraction"), rotation=90, va="top", ha="right", fontsize=6.5, color=color)
 
 
+@figure("efficiency", "Prefill: measured time against the compute roofline",
+        ("eval/prefill_s",),
+        "Left: wall time of one haystack's streaming prefill (solid) and the roofline, the cost model's FLOPs "
+        "over the fp32 matmul peak calibrated at the start of the run (dashed). Right: the fraction of that "
+        "peak reached. Hollow markers: noisy (the load average exceeded the core count while it ran).")
+def efficiency(df: pd.DataFrame) -> Figure | None:
+    d = metric(df, "eval/prefill_s")
+    d = d[(d["status"] == "measured") & d["roofline_s"].notna()] if not d.empty else d
+    if d.empty:
+        return None
+    fig, axes = new_figure(2, 1, height=3.2)
+    ax_t, ax_f = axes[0]
+    names = designs(df)
+    for name in designs(d):
+        color, marker = style(name, names)
+        g = d[d["design"] == name].copy()
+        g["noisy"] = g["noisy"].fillna(False).astype(bool)
+        by = g.groupby("context_len").agg(v=("v", "median"), roof=("roofline_s", "median"), frac=("peak_fraction", "median"),
+                                          noisy=("noisy", "any")).reset_index()
+        ax_t.plot(by["context_len"], by["v"], ls="-", marker=marker, color=color, label=name)
+        ax_t.plot(by["context_len"], by["roof"], ls="--", color=color)
+        ax_f.plot(by["context_len"], by["frac"], ls="-", marker=marker, color=color, label=name)
+        for ax, col in ((ax_t, "v"), (ax_f, "frac")):
+            hollow = by[by["noisy"]]
+            ax.plot(hollow["context_len"], hollow[col], ls="none", marker=marker, mfc="white", mec=color)
+    for ax in (ax_t, ax_f):
+        len_axis(ax)
+        ax.set_xlabel("context length (tokens)")
+    ax_t.set_yscale("log")
+    ax_t.set_ylabel("s per haystack")
+    ax_t.set_title("measured (solid) and roofline (dashed)")
+    ax_f.set_ylabel("fraction of the fp32 peak")
+    ax_f.set_title("efficiency")
+    design_legend(ax_f)
+    return fig
+
+
 @figure("memory", "Cache memory: bytes per token, and total at 128K / 1M / 4M",
         ("memory/cache_bytes_per_token", "memory/total_bytes"),
         "Designs (this model) and production presets (their published configs). Hatched hollow bars are "

@@ -92,10 +92,25 @@ def msa_select(index_q, index_k, block_size: int, top_k: int, *, pool: str = "ma
             scores = scores.view(G, t1 - t0, n_cand).mul_(scale)
             later = torch.arange(n_cand, device=iq.device)[None, :] >= local[:, None]  # not strictly earlier
             scores.masked_fill_(later, float("-inf"))
-            kk = min(top_k - 1, n_cand)
-            val, idx = scores.topk(kk, dim=-1)  # (G, Tq, kk), descending
-            out[b, :, t0:t1, 1 : 1 + kk] = idx.masked_fill(val == float("-inf"), -1)
+            val, idx = top_blocks(scores, min(top_k - 1, n_cand))  # (G, Tq, kk), descending
+            out[b, :, t0:t1, 1 : 1 + val.shape[-1]] = idx.masked_fill(val == float("-inf"), -1)
     return out
+
+
+def top_blocks(scores, kk: int):
+    """The kk highest scores along the last dim and their ids, descending; ties go to the lowest
+    id (MiniMax's reference: a stable sort). torch.topk leaves ties unordered, so rows where the
+    kk-th score is shared with a block it left out are redone with a stable sort (rare: equal
+    fp32 maxima), and equal scores inside the top kk are put in id order."""
+    val, idx = scores.topk(kk, dim=-1)
+    kth = val[..., -1:]
+    tied = ((scores >= kth).sum(-1) > kk) & (kth[..., 0] > float("-inf"))  # -inf: padding, ids unused
+    if bool(tied.any()):
+        v, i = scores[tied].sort(dim=-1, descending=True, stable=True)
+        val[tied], idx[tied] = v[..., :kk], i[..., :kk]
+    idx, order = idx.sort(dim=-1)  # id order, then a stable sort by score: equal scores keep it
+    val, order = val.gather(-1, order).sort(dim=-1, descending=True, stable=True)
+    return val, idx.gather(-1, order)
 
 
 def selection_mask(block_idx, block_size: int, S: int):

@@ -3,9 +3,10 @@
 Selection (``_select``, grid (T / BLOCK_T, B * G)): a program holds BLOCK_T index queries of
 one group and walks the key blocks before their local blocks; per block one product
 (BLOCK_T x bs) is max-pooled (or mean-pooled) to a block score and folded into a running
-top-(k-1) kept in registers (replace the row's current minimum when beaten). Neither the
-T x T token scores nor the T x (T / bs) block scores ever reach memory. The (k-1) survivors
-are sorted by torch and the local block goes first, as in the reference.
+top-(k-1) kept in registers (replace the row's current minimum when beaten; ties keep the
+lower block id, as the reference's stable order does). Neither the T x T token scores nor the
+T x (T / bs) block scores ever reach memory. The (k-1) survivors are sorted by torch (score
+descending, lower id first among equals) and the local block goes first, as in the reference.
 
 Attention (``_fwd``, grid (T, B * G)): a program is one query token and all H / G heads of
 its KV group (they share the selection; the heads are the rows of the products, padded to
@@ -63,7 +64,9 @@ def _select(IQ, IK, VALS, IDX, T, S, OFFSET,
         else:
             score = tl.max(tl.where(lane[None, :] < BS, sc, float("-inf")), 1)
         worst = tl.min(best, 1)
-        at = tl.argmin(best, 1)
+        # evict the worst slot; among equal worst scores the highest block id (ties keep the
+        # lowest ids, as a stable sort does); a block only replaces a strictly lower score
+        at = tl.argmax(tl.where(best == worst[:, None], bidx, -2), 1)
         take = (c < local) & (score > worst)
         hit = (slot[None, :] == at[:, None]) & take[:, None]
         best = tl.where(hit, score[:, None], best)
@@ -223,8 +226,9 @@ def msa_select(index_q, index_k, block_size: int, top_k: int, *, pool: str = "ma
     _select[(triton.cdiv(T, BLOCK_T), B * G)](
         iq, ik, vals, idx, T, S, S - T, G=G, DI=Di, BLOCK_DI=pow2(Di), BS=block_size, BS_PAD=pow2(block_size),
         KSEL=ksel, KPAD=pow2(ksel, least=2), BLOCK_T=BLOCK_T, MEAN=pool == "mean", UPCAST=upcast(iq.dtype))
-    vals, order = vals.sort(dim=-1, descending=True, stable=True)
-    idx = idx.long().gather(-1, order)
+    idx, order = idx.long().sort(dim=-1)  # block id order, then a stable sort by score: ties to the lowest id
+    vals, order = vals.gather(-1, order).sort(dim=-1, descending=True, stable=True)
+    idx = idx.gather(-1, order)
     out[..., 1:] = idx.masked_fill(vals == float("-inf"), -1)
     return out
 

@@ -1,0 +1,266 @@
+"""Old vs new code paths, timed side by side in one process (issue 13): ratios, not absolutes.
+
+    python experiments/cpu_speedups/measure.py CASE [CASE ...] [--calls N] [--out PATH]
+
+The "old" code is read from git at BASE (the commit issue 13 started from) and loaded as a
+module beside the current one, so both run in the same process, on the same inputs, with the
+same threads. Calls alternate old, new, old, new ... so a change of machine load hits both;
+the speedup is the median over pairs of old_s / new_s, with its spread (min, max). Every
+record carries the 1-minute load average before and after, and `noisy` when it exceeded the
+core count. Outputs are checked equal (fp32 tolerance) before anything is timed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import statistics
+import subprocess
+import sys
+import time
+import types
+from pathlib import Path
+
+import torch
+import torch.utils.benchmark as benchmark
+
+ROOT = Path(__file__).resolve().parents[2]
+BASE = "fd8dc89"  # main when issue 13 started
+sys.path.insert(0, str(ROOT / "tests"))
+
+
+def old_module(path: str, name: str, replace: dict[str, str] | None = None) -> types.ModuleType:
+    """kernels/... or attnbench/... at BASE, loaded as a fresh module (relative imports made absolute)."""
+    src = subprocess.run(["git", "-C", str(ROOT), "show", f"{BASE}:{path}"], capture_output=True, text=True, check=True).stdout
+    for a, b in (replace or {}).items():
+        src = src.replace(a, b)
+    mod = types.ModuleType(name)
+    mod.__file__ = f"{BASE}:{path}"
+    sys.modules[name] = mod
+    exec(compile(src, mod.__file__, "exec"), mod.__dict__)
+    return mod
+
+
+def load() -> float:
+    return os.getloadavg()[0]
+
+
+def alternate(old, new, calls: int) -> dict:
+    """Time old() and new() alternately `calls` times each (one call per measurement)."""
+    old(), new()  # warm-up (and compile)
+    t_old, t_new = [], []
+    before = load()
+    for _ in range(calls):
+        t_old.append(benchmark.Timer(stmt="f()", globals={"f": old}).timeit(1).median)
+        t_new.append(benchmark.Timer(stmt="f()", globals={"f": new}).timeit(1).median)
+    after = load()
+    ratios = [a / b for a, b in zip(t_old, t_new)]
+    return {"value": statistics.median(ratios), "ratio_min": min(ratios), "ratio_max": max(ratios),
+            "old_s": statistics.median(t_old), "old_s_min": min(t_old), "old_s_max": max(t_old),
+            "new_s": statistics.median(t_new), "new_s_min": min(t_new), "new_s_max": max(t_new),
+            "calls": calls, "load_before": round(before, 2), "load_after": round(after, 2),
+            "noisy": max(before, after) > (os.cpu_count() or 1)}
+
+
+def close(a, b, what, rtol=1e-4, atol=1e-5):
+    a, b = a.detach().double(), b.detach().double()
+    err = float(((a - b).abs() - rtol * b.abs()).max())
+    if err > atol:
+        raise AssertionError(f"{what}: old and new disagree by {err:.3g} beyond rtol {rtol}")
+
+
+# ---------------------------------------------------------------- cases
+
+
+def msa_train_layer(calls: int, B: int = 16, T: int = 1024):
+    """One msa layer's training ops, forward + backward: msa_attn and the index KL (tiny model
+    shapes: H 2, Hkv 1, D 32, Di 32, block 16, top 4)."""
+    from attnbench.kernels.msa import reference as new
+    from attnbench.model.msa import index_kl, index_kl_dense
+
+    old = old_module("kernels/msa/reference.py", "old_msa_reference",
+                     {"from ..softmax.reference import": "from attnbench.kernels.softmax.reference import"})
+    H, G, D, Di, bs, k = 2, 1, 32, 32, 16, 4
+    g = torch.Generator().manual_seed(0)
+    q, kk, v = (torch.randn(B, h, T, D, generator=g, requires_grad=True) for h in (H, G, G))
+    iq = torch.randn(B, G, T, Di, generator=g, requires_grad=True)
+    ik = torch.randn(B, T, Di, generator=g, requires_grad=True)
+    idx = new.msa_select(iq, ik, bs, k)
+    scale = 1 / math.sqrt(D)
+
+    def step(attn, kl):
+        def run():
+            o = attn(q, kk, v, idx, bs, scale=scale)
+            loss = (o * o).mean() + kl(q.detach(), kk.detach(), iq, ik, idx, bs, scale)
+            grads = torch.autograd.grad(loss, [q, kk, v, iq, ik])
+            return o, loss, grads
+        return run
+
+    o_step, n_step = step(old.msa_attn, index_kl_dense), step(new.msa_attn, index_kl)
+    (oo, ol, og), (no, nl, ng) = o_step(), n_step()
+    close(no, oo, "o"), close(nl, ol, "loss")
+    for a, b, name in zip(ng, og, ["dq", "dk", "dv", "diq", "dik"]):
+        close(a, b, name, atol=1e-6)
+    return [dict(design="msa", metric="speedup/msa_train_layer", unit="x", context_len=T, batch=B,
+                 what="msa_attn + index KL, forward + backward, one layer (H 2, Hkv 1, D 32, block 16, top 4)",
+                 old=f"{BASE}: block-major loop through autograd + dense T x T index KL",
+                 new="gathered rows (torch.autograd.Function, compiled tiles) + KL by rows",
+                 **alternate(o_step, n_step, calls))]
+
+
+def msa_train_step(calls: int, B: int = 16, T: int = 1024):
+    """A whole training step (forward, loss, backward) of the 8-layer msa task model; and the
+    softmax model's step beside it (new code both), for scale."""
+    import attnbench.model.msa as model_msa
+    from attnbench.kernels.msa import reference as new
+    from attnbench.model import Model
+    from helpers import compose_cfg
+
+    old = old_module("kernels/msa/reference.py", "old_msa_reference",
+                     {"from ..softmax.reference import": "from attnbench.kernels.softmax.reference import"})
+    cfg = compose_cfg([])
+    x = torch.randint(cfg.model.vocab_size, (B, T), generator=torch.Generator().manual_seed(0))
+    models = {}
+    for name in ("msa", "softmax"):
+        torch.manual_seed(0)
+        models[name] = Model(cfg.model, cfg.attention[name]).train()
+
+    def step(name, use_old=False):
+        def run():
+            saved = new.msa_attn, model_msa.index_kl
+            if use_old:
+                new.msa_attn, model_msa.index_kl = old.msa_attn, model_msa.index_kl_dense
+            try:
+                m = models[name]
+                m.zero_grad(set_to_none=True)
+                out = m(x)
+                loss = torch.nn.functional.cross_entropy(out.logits[:, -8:].flatten(0, 1), x[:, -8:].flatten())
+                loss = loss + out.balance_loss + out.index_loss
+                loss.backward()
+                return loss.detach()
+            finally:
+                new.msa_attn, model_msa.index_kl = saved
+        return run
+
+    close(step("msa")(), step("msa", True)(), "loss")
+    common = dict(unit="x", context_len=T, batch=B, what="training step: forward, loss, backward (8 layers, tiny model)")
+    return [dict(design="msa", metric="speedup/msa_train_step", old=f"{BASE} msa path", new="gathered rows",
+                 **common, **alternate(step("msa", True), step("msa"), calls)),
+            dict(design="msa", metric="ratio/softmax_over_msa_train_step", old="softmax step (current code)",
+                 new="msa step (current code)", **common, **alternate(step("softmax"), step("msa"), calls))]
+
+
+def lightning_op(calls: int, H: int = 2, D: int = 32, T: int = 65536):
+    """lightning_attn forward on one prefill chunk (the hybrid's shapes by default)."""
+    from attnbench.kernels.lightning import reference as new
+    from attnbench.model.lightning import decay_rates
+
+    old = old_module("kernels/lightning/reference.py", "old_lightning_reference")
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.nn.functional.silu(torch.randn(1, H, T, D, generator=g)) for _ in range(3))
+    decay = decay_rates(H, 0, 8)
+    with torch.no_grad():
+        (oo, os_), (no, ns) = old.lightning_attn(q, k, v, decay), new.lightning_attn(q, k, v, decay)
+    close(no, oo, "o"), close(ns, os_, "state")
+    run = lambda f: lambda: f(q, k, v, decay)
+    with torch.no_grad():
+        return [dict(design="lightning", metric="speedup/lightning_op", unit="x", context_len=T, heads=H, head_dim=D,
+                     what="lightning_attn forward, B 1", old=f"{BASE}: Python loop over chunks for the float64 state",
+                     new="cumulative-sum scan per group of chunks", **alternate(run(old.lightning_attn), run(new.lightning_attn), calls))]
+
+
+def moe_forward(calls: int, T: int = 65536):
+    """The MoE layer of the tiny backbone on one prefill chunk (no gradient)."""
+    import types as _types
+
+    from attnbench.model.moe import MoE
+    from helpers import compose_cfg
+
+    old = old_module("attnbench/model/moe.py", "old_moe")
+    cfg = compose_cfg([])
+    torch.manual_seed(0)
+    moe = MoE(cfg.model)
+    x = torch.randn(1, T, cfg.model.d_model)
+    old_forward = _types.MethodType(old.MoE.forward, moe)
+    with torch.no_grad():
+        close(moe(x)[0], old_forward(x)[0], "y", rtol=0, atol=0)
+        return [dict(design="-", metric="speedup/moe_forward", unit="x", context_len=T, what="MoE layer forward (E 4, top 2)",
+                     old=f"{BASE}: nonzero + gather + out-of-place index_add per expert",
+                     new="one sorted dispatch, one in-place index_add", **alternate(lambda: old_forward(x), lambda: moe(x), calls))]
+
+
+def prefill(calls: int, design: str = "lightning_hybrid", n: int = 65536, chunk: int = 65536):
+    """Model.prefill of a shipped-size model over n tokens (old: lightning reference and MoE at BASE)."""
+    import types as _types
+
+    from attnbench.kernels.lightning import reference as lref
+    from attnbench.model import Model
+    from helpers import compose_cfg
+
+    old_l = old_module("kernels/lightning/reference.py", "old_lightning_reference")
+    old_m = old_module("attnbench/model/moe.py", "old_moe")
+    cfg = compose_cfg([])
+    torch.manual_seed(0)
+    model = Model(cfg.model, cfg.attention[design]).eval()
+    x = torch.randint(cfg.model.vocab_size, (1, n), generator=torch.Generator().manual_seed(0))
+
+    def run(use_old):
+        def go():
+            saved = lref.lightning_attn
+            if use_old:
+                lref.lightning_attn = old_l.lightning_attn
+                for b in model.blocks:
+                    b.moe.forward = _types.MethodType(old_m.MoE.forward, b.moe)
+            try:
+                cache = model.new_cache()
+                cache.reserve(n)
+                with torch.no_grad():
+                    for s0 in range(0, n, chunk):
+                        model.prefill(x[:, s0 : s0 + chunk], cache)
+                return cache
+            finally:
+                lref.lightning_attn = saved
+                for b in model.blocks:
+                    b.moe.__dict__.pop("forward", None)
+        return go
+
+    a, b = run(True)(), run(False)()
+    for la, lb in zip(a.layers, b.layers):
+        if getattr(la, "state", None) is not None:
+            close(lb.state, la.state, "state")
+    return [dict(design=design, metric="speedup/prefill", unit="x", context_len=n, chunk=chunk,
+                 what=f"Model.prefill of {n} tokens (8 layers, tiny model), B 1",
+                 old=f"{BASE}: lightning reference and MoE", new="current", **alternate(run(True), run(False), calls))]
+
+
+CASES = {CASES = {"msa_train_layer": msa_train_layer, "msa_train_layer_2048": lambda c: msa_train_layer(c, 16, 2048),
+         "msa_train_step": msa_train_step, "lightning_op": lightning_op,
+         "lightning_op_kernels": lambda c: lightning_op(c, 8, 64), "moe_forward": moe_forward, "prefill_hybrid": prefill}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("cases", nargs="+", choices=sorted(CASES))
+    parser.add_argument("--calls", type=int, default=5, help="timed calls of each path (>= 3)")
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results.jsonl")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    from attnbench.results import Recorder, stable_hash
+
+    config = {"base": BASE, "threads": args.threads, "calls": args.calls}
+    rec = Recorder(args.out, "cpu_speedups", config, stable_hash(config))
+    start = time.perf_counter()
+    for case in args.cases:
+        for r in CASES[case](max(3, args.calls)):
+            r = rec.record(layout="-", status="measured", backend="reference", device="cpu", dtype="float32",
+                           threads=args.threads, case=case, **r)
+            print(f"{case}: {r['metric']} {r['value']:.2f}x (pairs {r['ratio_min']:.2f}-{r['ratio_max']:.2f}; "
+                  f"old {r['old_s']:.3f} s, new {r['new_s']:.3f} s; load {r['load_before']}-{r['load_after']}"
+                  f"{', NOISY' if r['noisy'] else ''})", flush=True)
+    rec.close("completed", time.perf_counter() - start)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,73 @@
+"""longctx.plan_grid: which evaluation cells fit a budget, and in which order they run (synthetic
+estimates: no timing)."""
+
+from __future__ import annotations
+
+from attnbench.experiments.longctx import plan_grid
+from attnbench.plan import Estimate
+
+K = 1024
+LENGTHS = [K, 4 * K, 16 * K, 64 * K, 256 * K, 1024 * K, 4096 * K]
+SECONDS_PER_TOKEN = {"hybrid": 1e-5, "softmax": 1e-5, "lightning": 1e-5}
+
+
+def estimate(name, L, g_i, group):
+    quadratic = 1e-9 * L * L if name == "softmax" else 0.0
+    return Estimate(SECONDS_PER_TOKEN[name] * L + quadratic, 1e6, "synthetic")
+
+
+def haystacks(L):
+    return 6 if L <= 16 * K else 2
+
+
+def run(budget_s, names=("hybrid", "softmax", "lightning"), mem_cap=1e12):
+    return plan_grid(list(names), LENGTHS, [{}], estimate, haystacks, budget_s, mem_cap, 16 * K, "test")
+
+
+def cells(planned):
+    out = {}
+    for coords, i, est, phase in planned:
+        out.setdefault((coords["design"], coords["context_len"]), []).append(phase)
+    return out
+
+
+def test_short_lengths_first_for_every_design_with_more_haystacks():
+    planned, skipped = run(600.0)
+    got = cells(planned)
+    for name in SECONDS_PER_TOKEN:
+        for L in LENGTHS[:3]:
+            assert got[(name, L)] == ["short"] * 6
+    phases = [p[3] for p in planned]
+    assert phases == sorted(phases, key=["short", "fair", "leftover"].index)  # no long cell before a short one
+    assert all(len(v) == 2 for (n, L), v in got.items() if L > 16 * K)
+
+
+def test_fair_split_keeps_one_design_from_starving_the_others():
+    # softmax's quadratic 256K cell (~2 x 71 s) does not fit its share of what is left after the
+    # short cells, so the linear designs get their long cells, then softmax the leftovers
+    planned, skipped = run(420.0)
+    got = cells(planned)
+    short = sum(estimate(n, L, 0, {}).seconds * 6 for n in SECONDS_PER_TOKEN for L in LENGTHS[:3])
+    share = (420.0 - short) / 3
+    for name in ("hybrid", "lightning"):
+        spent = sum(estimate(name, L, 0, {}).seconds * 2 for (n, L) in got if n == name and L > 16 * K)
+        assert spent <= share + 1e-9
+        assert (name, 64 * K) in got and got[(name, 64 * K)] == ["fair"] * 2
+    assert (("softmax", 4096 * K) not in got) and any("fair share" in reason for c, e, reason in skipped)
+    # every planned cell fits the budget
+    assert sum(est.seconds for _, _, est, _ in planned) <= 420.0
+
+
+def test_leftovers_go_to_the_cells_still_waiting():
+    # shares of ~148 s: the hybrid's long cells take 110 s of its share; softmax's 256K cell
+    # (~142 s) does not fit softmax's share after its 64K cell, but fits what the hybrid left
+    planned, skipped = run(300.0, names=("softmax", "hybrid"))
+    got = cells(planned)
+    assert got[("hybrid", 4096 * K)] == ["fair"] * 2 and got[("softmax", 64 * K)] == ["fair"] * 2
+    assert got[("softmax", 256 * K)] == ["leftover"] * 2
+    assert ("softmax", 1024 * K) not in got
+
+
+def test_memory_cap_skips_with_a_reason():
+    planned, skipped = run(1e9, mem_cap=1e5)
+    assert not planned and all("GiB" in reason for _, _, reason in skipped)
