@@ -15,7 +15,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from attnbench.results import now
-from attnbench.train import get_model
 
 STOP_REASONS = {  # what a record's status means, for records that do not say why they stopped
     "done": "reached the floor at the last stage",
@@ -87,6 +86,8 @@ def record_training(ctx, cell, name: str, trained) -> None:
 
 
 def run(ctx) -> None:
+    from attnbench.train import get_model  # torch; the report imports this module for training_facts
+
     for name in ctx.design_names:
         cell = ctx.cell(design=name, part="train")
         if cell.done:

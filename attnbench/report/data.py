@@ -19,7 +19,11 @@ COLUMNS = (
     "exp", "design", "layout", "metric", "value", "unit", "status", "config_hash", "time", "cell", "note",
     "context_len", "depth", "seed", "backend", "device", "dtype", "task", "hops", "n", "ci_low", "ci_high",
     "train_len", "scope", "op", "p25_ms", "p75_ms", "preset", "vs", "method", "bracket", "step", "hardware",
+    "hop_task", "scoring", "rule", "stop_reason", "steps", "tokens", "train_status", "final_stage", "n_stages", "source",
+    "shape", "relation", "impl",
 )
+# Statuses of numbers that were not timed or counted here: drawn hollow/dashed, marked with a dagger.
+NOT_MEASURED = ("projected", "analytic")
 # The designs in the order tables and legends list them; unknown names follow alphabetically.
 DESIGN_ORDER = ("softmax", "lightning", "lightning_hybrid", "sliding_window", "swa_hybrid", "msa")
 LEN_128K, LEN_1M, LEN_4M = 131072, 1048576, 4194304
@@ -73,8 +77,16 @@ def load(paths: Iterable[Path | str]) -> RunData:
             df[col] = None
     df = df.astype({c: object for c in df.columns})  # keep ints ints and lists lists
     df["v"] = pd.to_numeric(df["value"].map(_number), errors="coerce").astype(float)
-    for col in ("context_len", "depth", "hops", "train_len", "seed", "step", "ci_low", "ci_high", "p25_ms", "p75_ms", "n"):
+    for col in ("context_len", "depth", "hops", "train_len", "seed", "step", "ci_low", "ci_high", "p25_ms", "p75_ms", "n",
+                "steps", "tokens", "final_stage", "n_stages"):
         df[col] = pd.to_numeric(df[col], errors="coerce")
+    # Older runs wrote some formula results (method "analytic") as measured: they are analytic.
+    relabel = (df["status"] == "measured") & (df["method"] == "analytic")
+    df.loc[relabel, "status"] = "analytic"
+    df["relabelled"] = relabel
+    from .quality import add_levels
+
+    df = add_levels(df, headers)
     return RunData(df, headers, footers, files)
 
 
