@@ -36,6 +36,7 @@ class RunData:
     headers: list[dict]  # one per (re)start, with run_dir added
     footers: list[dict]  # one per (re)start that ended through attnbench.cli (completed | interrupted | failed)
     files: list[Path]
+    train: pd.DataFrame | None = None  # how each design's model was trained (report/quality.py: training)
 
     @property
     def empty(self) -> bool:
@@ -84,10 +85,12 @@ def load(paths: Iterable[Path | str]) -> RunData:
     relabel = (df["status"] == "measured") & (df["method"] == "analytic")
     df.loc[relabel, "status"] = "analytic"
     df["relabelled"] = relabel
-    from .quality import add_levels
+    from .quality import add_learned, add_levels, training
 
     df = add_levels(df, headers)
-    return RunData(df, headers, footers, files)
+    train = training(df, headers)
+    df = add_learned(df, train)
+    return RunData(df, headers, footers, files, train)
 
 
 def _number(value):

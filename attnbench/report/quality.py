@@ -57,6 +57,11 @@ def pooled_acc(g: pd.DataFrame) -> Acc | None:
     95% Wilson interval of the pooled count. Records without ``n`` fall back on their own
     interval (the mean of their bounds)."""
     g = g[(g["status"] == "measured") & g["v"].notna()]
+    # the same probes recorded by two runs (same config and seed, e.g. a model's check in two
+    # experiments) are one measurement, not two
+    same = [c for c in ("design", "metric", "task", "hop_task", "hops", "scoring", "context_len", "depth", "seed", "n", "v")
+            if c in g.columns]
+    g = g.drop_duplicates(subset=same)
     if g.empty:
         return None
     if g["n"].notna().all():
@@ -154,14 +159,17 @@ def training(df: pd.DataFrame, headers: list[dict]) -> pd.DataFrame:
             stages = _get(configs.get(r["run_dir"], {}), "train.stages", []) or []
             rule = {"name": "none recorded (before the fair rule: each design ran under its own limits)"}
             train_len = passed_len(stages, int(r.get("final_stage") or 1), str(r.get("train_status") or ""))
-            stop, steps = _old_stop(r), (r["v"] if pd.notna(r["v"]) else _old_steps(df, name))
+            stop, steps = _old_stop(r), (r["v"] if pd.notna(r["v"]) else None)
+            if steps is None:  # older records said steps only when the floor was reached
+                steps = _old_steps(df, name, r.get("tokens"))
         stage = (f"{int(r['final_stage'])}/{int(r['n_stages'])}"
                  if pd.notna(r.get("final_stage")) and pd.notna(r.get("n_stages")) else "")
         rows.append({"design": name, "rule": rule, "train_len": train_len, "stop_reason": stop, "steps": steps,
+                     "steps_exact": steps is not None,
                      "tokens": r.get("tokens"), "status": r.get("train_status"), "stage": stage,
                      "source": r.get("source") if isinstance(r.get("source"), str) else str(r.get("note") or "")})
-    return pd.DataFrame(rows, columns=["design", "rule", "train_len", "stop_reason", "steps", "tokens", "status", "stage",
-                                       "source"])
+    return pd.DataFrame(rows, columns=["design", "rule", "train_len", "stop_reason", "steps", "steps_exact", "tokens",
+                                       "status", "stage", "source"])
 
 
 def _old_stop(r) -> str:
@@ -171,10 +179,16 @@ def _old_stop(r) -> str:
             "failed": f"failed: {r.get('failure')}"}.get(status, str(status))
 
 
-def _old_steps(df: pd.DataFrame, name: str):
-    """Steps of an older record that did not reach the floor: its last loss-curve step + 1."""
-    c = df[(df["metric"] == "train/loss") & (df["design"] == name)]["step"].dropna()
-    return None if c.empty else int(c.max()) + 1
+def _old_steps(df: pd.DataFrame, name: str, tokens) -> float | None:
+    """Steps of an older record that did not reach the floor (it did not say): the last logged
+    loss-curve step, plus the tokens spent after it over the tokens a step took there."""
+    c = df[(df["metric"] == "train/loss") & (df["design"] == name)].dropna(subset=["step", "tokens"])
+    c = c.drop_duplicates("step").sort_values("step")
+    if len(c) < 2 or tokens is None or pd.isna(tokens):
+        return None
+    (s0, t0), (s1, t1) = c[["step", "tokens"]].iloc[-2], c[["step", "tokens"]].iloc[-1]
+    per_step = (t1 - t0) / (s1 - s0)  # logged tokens count the step logged (step s: s + 1 steps done)
+    return float(s1 + 1 + round((tokens - t1) / per_step)) if per_step > 0 else None
 
 
 @dataclass
@@ -216,6 +230,28 @@ def learned(df: pd.DataFrame, design: str, task: str | None = None, hops=None, t
     if fallback and task:
         why += " (no check of the experiment's own task was recorded; a single needle needs no key lookup)"
     return Learned(flag, acc, label, at, train_len, why, fallback)
+
+
+def add_learned(df: pd.DataFrame, train: pd.DataFrame) -> pd.DataFrame:
+    """On accuracy records: ``learned`` (True/False/None: did the design learn this task at its
+    training length) and the true ``train_len`` (the longest stage passed, from the training
+    records; what older records wrote, the config's last stage, is kept in ``train_len_recorded``)."""
+    df = df.assign(train_len_recorded=df["train_len"], learned=None)
+    true = dict(zip(train["design"], train["train_len"])) if train is not None and not train.empty else {}
+    acc = df["metric"].isin(ACC_METRICS) & df["design"].isin(list(true))
+    df.loc[acc, "train_len"] = df.loc[acc, "design"].map(true).astype(float)
+    flags: dict = {}
+    for metric_name in ("niah/acc", "multihop/acc", "multihop/lookup_acc"):
+        rows = df[df["metric"] == metric_name]
+        if rows.empty:
+            continue
+        task = experiment_task(df, metric_name)
+        for (name, hops), g in rows.groupby(["design", "hops"], dropna=False):
+            key = (name, task, None if pd.isna(hops) else hops)
+            if key not in flags:
+                flags[key] = learned(df, name, task, hops=key[2], train=train).flag
+            df.loc[g.index, "learned"] = flags[key]
+    return df
 
 
 def experiment_task(df: pd.DataFrame, metric_name: str) -> str | None:
