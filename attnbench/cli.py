@@ -8,6 +8,7 @@ report (report.html, report.pdf) and its W&B runs (offline by default) from its 
 Subcommands (dispatched before Hydra sees the arguments):
     python -m attnbench report RUN_DIR [RUN_DIR ...] [--out DIR] [--no-pdf]
     python -m attnbench report --all-experiments [--root DIR]
+    python -m attnbench report --decision [--root DIR]     # every experiment -> reports/decision/
     python -m attnbench dashboard entity=E project=P [exp=NAME] [name=TITLE] [--dry-run]
 """
 
@@ -167,7 +168,7 @@ def finish_run(cfg: DictConfig, run_dir: Path, console, status: str) -> None:
 def report_main(argv: list[str]) -> int:
     import argparse
 
-    from .report import all_experiments, build_report
+    from .report import all_experiments, build_report, decision_report
 
     ap = argparse.ArgumentParser(prog="python -m attnbench report",
                                  description="Write report.html and report.pdf from run directories' results.jsonl.")
@@ -176,15 +177,19 @@ def report_main(argv: list[str]) -> int:
     ap.add_argument("--no-pdf", action="store_true", help="skip report.pdf")
     ap.add_argument("--all-experiments", action="store_true",
                     help="experiments/<name>/ -> reports/<name>/ for every recorded experiment")
-    ap.add_argument("--root", type=Path, default=Path("."), help="repository root for --all-experiments")
+    ap.add_argument("--decision", action="store_true",
+                    help="every recorded experiment merged into reports/decision/ (the page to decide from)")
+    ap.add_argument("--root", type=Path, default=Path("."), help="repository root for --all-experiments / --decision")
     args = ap.parse_args(argv)
     try:
-        if args.all_experiments:
+        if args.decision:
+            results = [decision_report(args.root, pdf=not args.no_pdf)]
+        elif args.all_experiments:
             results = all_experiments(args.root, pdf=not args.no_pdf)
         elif args.run_dirs:
             results = [build_report(args.run_dirs, args.out, pdf=not args.no_pdf)]
         else:
-            ap.error("give RUN_DIR(s) or --all-experiments")
+            ap.error("give RUN_DIR(s), --all-experiments or --decision")
     except FileNotFoundError as ex:
         print(f"attnbench: report: {ex}", file=sys.stderr)
         return 2

@@ -87,9 +87,9 @@ def load(paths: Iterable[Path | str]) -> RunData:
     df["relabelled"] = relabel
     from .quality import add_learned, add_levels, training
 
-    df = add_levels(df, headers)
+    df = add_levels(df.copy(), headers)
     train = training(df, headers)
-    df = add_learned(df, train)
+    df = add_learned(df, train).copy()  # one block per dtype again after the added columns
     return RunData(df, headers, footers, files, train)
 
 

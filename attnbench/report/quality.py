@@ -135,7 +135,7 @@ def add_levels(df: pd.DataFrame, headers: list[dict]) -> pd.DataFrame:
             lv = None
         if lv is not None:
             chance[g.index], floor[g.index] = lv.chance, lv.floor
-    return df.assign(chance=chance, floor=floor)
+    return df.assign(chance=chance, floor=floor).copy()
 
 
 def levels_of(d: pd.DataFrame) -> tuple[float, float]:
