@@ -117,7 +117,8 @@ def test_pooled_accuracy_is_preferred_over_the_mean_of_depths(tmp_path):
     extra = df[(df["metric"] == "niah/acc") & (df["design"] == "lightning") & (df["context_len"] == 256)].iloc[:1].copy()
     extra["depth"], extra["v"], extra["n"] = float("nan"), 0.55, 20  # what an experiment writes pooled over all depths
     row = cells(decision_table(pd.concat([df, extra], ignore_index=True), data.train))["lightning"]
-    assert column(row, "NIAH accuracy", "256").text == "0.55 [0.34–0.74]"  # 11/20; the per-depth mean would be 0.20
+    cell = column(row, "NIAH accuracy", "256")  # 11/20; the per-depth mean would be 0.20
+    assert (cell.text, cell.sub) == ("0.55", "[0.34–0.74]") and "11/20 probes" in cell.title
 
 
 def test_summary_never_averages_measured_with_projected():
@@ -133,10 +134,12 @@ def test_decision_table_rows_say_how_each_model_was_trained_and_whether_it_learn
     light, soft = rows["lightning"], rows["softmax"]
     # fixture: softmax 2e-7 L^2 ms, lightning 4e-3 L ms, measured up to 64K (projections are not used)
     assert column(light, "speed vs softmax", "prefill").text == f"{2e-7 * 65536 / 4e-3:.2f}x at 64K"
-    assert column(light, "NIAH accuracy", "2K").text == "0.10 [0.08–0.13]"  # 50/500 pooled over 5 depths
+    cell = column(light, "NIAH accuracy", "2K")  # 50/500 pooled over 5 depths
+    assert (cell.text, cell.sub) == ("0.10", "[0.08–0.13]") and "chance 0.0625" in cell.title
     assert column(light, "training", "trained to").text == "0 (no stage passed)"
     assert column(light, "learned the task", "at its training length").text.startswith("no ")
-    assert column(soft, "learned the task", "at its training length").text.startswith("yes 0.99")
+    learned = column(soft, "learned the task", "at its training length")
+    assert learned.text == "yes" and learned.sub.startswith("0.99 [0.97")
     assert column(soft, "training", "trained to").text == "512" and column(soft, "training", "steps / tokens").text == "900 / 4.0M"
     assert column(soft, "NIAH", "effective length").text == "2K"  # lower bound > 0.5 at every length
     group = next(g for g, _ in decision_table(data.records, data.train).columns if g.startswith("NIAH accuracy"))

@@ -27,6 +27,7 @@ class Cell:
     text: str
     kind: str = ""  # "" (measured) | projected | skipped | failed | none
     title: str = ""  # hover text: how the value was obtained
+    sub: str = ""  # a second, smaller line (an interval)
 
 
 @dataclass
@@ -75,15 +76,16 @@ def acc_cell(d: pd.DataFrame, title: str = "") -> Cell:
     count = f"{acc.fraction} probes; " if pd.notna(acc.n) else ""
     chance, floor = levels_of(d)
     levels = f"; chance {chance:.3g}, values-in-context floor {floor:.3g}" if pd.notna(chance) else ""
-    return Cell(acc.text(), "", f"{count}95% Wilson interval{levels}{'; ' + title if title else ''}")
+    return Cell(f"{acc.p:.2f}", "", f"{acc.text()}: {count}95% Wilson interval{levels}{'; ' + title if title else ''}",
+                sub=f"[{acc.lo:.2f}–{acc.hi:.2f}]")
 
 
 def learned_cell(df: pd.DataFrame, name: str, task: str | None, train: pd.DataFrame, hops=None) -> Cell:
     got = learned(df, name, task, hops=hops, train=train)
     if got.flag is None:
         return Cell("no check", "none", got.why)
-    text = ("yes" if got.flag else "no") + (f" {got.acc.text()}" if got.acc else "")
-    return Cell(text + (" *" if got.fallback else ""), "" if got.flag else "failed", got.why)
+    return Cell(("yes" if got.flag else "no") + (" *" if got.fallback else ""), "" if got.flag else "failed", got.why,
+                sub=got.acc.text() if got.acc else "")
 
 
 LETTERS = {"S": "softmax", "L": "lightning", "W": "sliding_window", "M": "msa"}
@@ -170,24 +172,39 @@ def crossover_cell(df: pd.DataFrame, name: str, phase: str) -> Cell:
         rel = r.get("relation")
         b = r["bracket"] if isinstance(r["bracket"], (list, tuple)) else [None, None]
         value = fmt_len(r["v"]) if pd.notna(r["v"]) else (f"< {fmt_len(b[1])}" if rel == "<" else f"> {fmt_len(b[0])}")
-        parts.append(f"{value} ({r['scope']}, measured)")
+        parts.append(f"{value} ({r['scope']})")
         kinds.add("")
     ana = d[d["status"].isin(NOT_MEASURED) & d["v"].notna() & (d["impl"] == "fused")]
     if "shape" in ana.columns and (ana["shape"] == "text01").any():
         ana = ana[ana["shape"] == "text01"]
     if not ana.empty:
         lo, hi = ana["v"].min(), ana["v"].max()
-        parts.append(f"{fmt_len(lo)}–{fmt_len(hi)} (GPUs, analytic)" if lo != hi else f"{fmt_len(lo)} (GPUs, analytic)")
+        parts.append(f"GPUs {fmt_len(lo)}–{fmt_len(hi)}†" if lo != hi else f"GPUs {fmt_len(lo)}†")
         kinds.add("projected")
     if not parts:
         return NONE
     kind = "" if "" in kinds else ("projected" if "projected" in kinds else kinds.pop())
     return Cell("; ".join(dict.fromkeys(parts)), kind, f"context length past which {name} is cheaper than {BASELINE} "
-                                                      f"in {phase}; analytic: the cost model on the GPU profiles")
+                                                      f"in {phase}: measured on this machine (op or layer scope); GPUs†: "
+                                                      f"the cost model's analytic crossover on the GPU profiles")
 
 
 ROW_METRICS = ("params/total", "niah/acc", "multihop/acc", "train/steps_to_floor", "latency/prefill_ms", "latency/decode_ms",
                "crossover/prefill_len", "crossover/decode_len", "memory/total_bytes", "memory/cache_bytes_per_token")
+
+
+def params_cell(g: pd.DataFrame) -> Cell:
+    """Parameters of the design's task model (copied from its checkpoint record), else of the
+    models its records measured; different models are listed apart, never averaged."""
+    p = metric(g, "params/total")
+    p = p[(p["status"] == "measured") & p["v"].notna()]
+    if p.empty:
+        return NONE
+    task = p[(p["source"].notna() & (p["source"].astype(str) != "")) | p["note"].astype(str).str.startswith("checkpoint:")]
+    use = task if not task.empty else p
+    values = sorted(set(use["v"]), reverse=True)
+    where = "the task model (its checkpoint record)" if not task.empty else ", ".join(sorted(set(use["exp"].astype(str))))
+    return Cell(" / ".join(f"{v:,.0f}" for v in values), "", f"parameters of {where}")
 
 
 def row_designs(df: pd.DataFrame) -> list[str]:
@@ -205,7 +222,7 @@ def decision_table(df: pd.DataFrame, train: pd.DataFrame | None = None, *, drop_
     mh = metric(df, "multihop/acc")
     final = mh["scoring"] == "final value"
     mh = mh[final] if final.any() else mh
-    mh_scoring = "final value" if final.any() else "every hop scored, intermediate keys given: not composition"
+    mh_scoring = "final value" if final.any() else "older per-hop scoring, not composition"
     mh_len = mh["context_len"].min() if not mh.empty else None
     mh_hops = sorted(mh["hops"].dropna().unique())
     niah_task = experiment_task(df, "niah/acc")
@@ -220,10 +237,7 @@ def decision_table(df: pd.DataFrame, train: pd.DataFrame | None = None, *, drop_
     cols += [(f"speed vs {BASELINE} (measured)", "prefill"), (f"speed vs {BASELINE} (measured)", "decode")]
     cols += [(f"crossover vs {BASELINE}", "prefill"), (f"crossover vs {BASELINE}", "decode")]
     rules = {json.dumps(r, sort_keys=True, default=str) for r in train["rule"]} if "rule" in train else set()
-    rule_note = ""
-    if rules:
-        rule_note = " Training rule: " + "; ".join(
-            ", ".join(f"{k} {v}" for k, v in json.loads(r).items() if v is not None) for r in sorted(rules)) + "."
+    rule_note = (" Training rule: " + "; ".join(rule_text(json.loads(r)) for r in sorted(rules)) + ".") if rules else ""
     table = Table("decision", cols, note=(
         "Accuracy: exact match, depths and seeds pooled, 95% Wilson interval; chance = a uniform guess among the task's "
         "answers, floor = a uniform guess among this context's needle values (no lookup). Learned: the 95% lower bound "
@@ -238,7 +252,7 @@ def decision_table(df: pd.DataFrame, train: pd.DataFrame | None = None, *, drop_
         g = own[own["design"] == name]
         layout = next((str(x) for x in g["layout"].dropna() if str(x)), "")
         tr = train[train["design"] == name]
-        row = [Cell(name), Cell(layout), summarize(metric(g, "params/total"), lambda v: f"{v:,.0f}")]
+        row = [Cell(name), Cell(layout), params_cell(g)]
         if tr.empty:
             row += [NONE, NONE, NONE]
         else:
@@ -271,6 +285,15 @@ def decision_table(df: pd.DataFrame, train: pd.DataFrame | None = None, *, drop_
     return table
 
 
+def rule_text(rule: dict) -> str:
+    """The training rule in words: its name, then its limits."""
+    if not isinstance(rule, dict):
+        return ""
+    limits = ", ".join(f"{k.replace('_', ' ')} {v:,}" if isinstance(v, int) else f"{k.replace('_', ' ')} {v}"
+                       for k, v in rule.items() if k != "name" and v is not None)
+    return str(rule.get("name", "")) + (f" ({limits})" if limits else "")
+
+
 def training_table(train: pd.DataFrame) -> Table | None:
     """How each design's model was trained, from the checkpoints' records."""
     if train is None or train.empty:
@@ -286,7 +309,7 @@ def training_table(train: pd.DataFrame) -> Table | None:
                                 if pd.notna(t["steps"]) else "—"),
                            Cell(f"{int(t['tokens']):,}" if pd.notna(t["tokens"]) else "—"), Cell(str(t["status"])),
                            Cell(str(t["stop_reason"])),
-                           Cell(", ".join(f"{k} {v}" for k, v in rule.items() if v is not None) or "—"),
+                           Cell(rule_text(rule) or "—"),
                            Cell(str(t["source"]))])
     return table
 
