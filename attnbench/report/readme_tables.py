@@ -1,0 +1,200 @@
+"""The tables of experiments/*/README.md, each made from that experiment's records.
+
+One function per table, registered with ``@table(name)`` (report/readme.py explains the
+markers). A table says where its numbers come from in its column names; accuracies carry
+their count and 95% Wilson interval.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from .data import RunData, designs, fmt_bytes, fmt_len, metric, pooled
+from .quality import learned, pooled_acc
+from .readme import table
+
+
+def _acc(d: pd.DataFrame) -> str:
+    a = pooled_acc(d)
+    return "—" if a is None else f"{a.p:.2f} ({a.lo:.2f}–{a.hi:.2f}), {a.fraction}"
+
+
+def _skip(d: pd.DataFrame) -> str:
+    s = d[d["status"].isin(["skipped", "failed"])]
+    if s.empty:
+        return "—"
+    r = s.iloc[0]
+    note = str(r.get("note") or "")
+    if "budget ran out" in note:
+        return f"{r['status']}: budget ran out"
+    if "GiB" in note and "needs" in note:
+        return f"{r['status']}: needs ~{r['estimated_bytes'] / 2**30:.0f} GiB" if pd.notna(r.get("estimated_bytes")) else r["status"]
+    if pd.notna(r.get("estimated_s")):  # the planner's estimate for one haystack
+        est = float(r["estimated_s"])
+        return f"{r['status']}: ~{est / 60:.0f} min a haystack" if est < 3600 else f"{r['status']}: ~{est / 3600:.0f} h a haystack"
+    return str(r["status"])
+
+
+def _run_facts(data: RunData) -> pd.DataFrame:
+    rows = []
+    for f in data.footers:
+        h = next((h for h in data.headers if h["run_dir"] == f["run_dir"]), {})
+        rows.append({"run": f["run_dir"].split("experiments/")[-1], "started": h.get("started", ""), "ended": f.get("ended"),
+                     "status": f.get("status"), "wall (s)": f"{f.get('wall_s', float('nan')):.1f}",
+                     "commit": ((h.get("git") or {}).get("commit") or "")[:7]})
+    recs = data.records
+    rows.append({"run": "records", "started": "", "ended": "", "status": ", ".join(
+        f"{n} {s}" for s, n in recs["status"].value_counts().items()), "wall (s)": "", "commit": ""})
+    return pd.DataFrame(rows)
+
+
+def training_rows(data: RunData) -> pd.DataFrame:
+    df, train = data.records, data.train
+    rows = []
+    for _, t in train.iterrows():
+        name = t["design"]
+        p = metric(df, "params/total")
+        a = metric(df, "params/active")
+        p, a = p[p["design"] == name]["v"], a[a["design"] == name]["v"]
+        wall = metric(df, "train/steps_to_floor")
+        wall = wall[wall["design"] == name]["wall_s"] if "wall_s" in wall.columns else pd.Series(dtype=float)
+        check = learned(df, name, "niah_single", train=train)
+        rows.append({
+            "design": name, "layout": next(iter(df[df["design"] == name]["layout"].dropna()), ""),
+            "params (active)": f"{p.iloc[-1]:,.0f} ({a.iloc[-1]:,.0f})" if len(p) and len(a) else "—",
+            "status": t["status"], "stop reason": t["stop_reason"],
+            "steps": f"{t['steps']:,.0f}" if pd.notna(t["steps"]) else "—",
+            "tokens": f"{t['tokens'] / 1e6:.1f}M" if pd.notna(t["tokens"]) else "—",
+            "wall (min)": f"{wall.iloc[-1] / 60:.0f}" if len(wall) and pd.notna(wall.iloc[-1]) else "—",
+            "stage reached": t["stage"], "trained to (tokens)": f"{t['train_len']:.0f}",
+            "single needles at the check length": (f"{check.acc.fraction} at {check.context_len:.0f}"
+                                                   if check.acc is not None else "—"),
+            "learned (lower bound >= 0.8)": {True: "yes", False: "no", None: "—"}[check.flag],
+        })
+    return pd.DataFrame(rows)
+
+
+# ---------------------------------------------------------------- needle_4m
+
+
+@table("needle_4m/training")
+def needle_training(data: RunData) -> pd.DataFrame:
+    return training_rows(data)
+
+
+@table("needle_4m/accuracy")
+def needle_accuracy(data: RunData) -> pd.DataFrame:
+    d = pooled(metric(data.records, "niah/acc"))
+    lens = sorted(d["context_len"].dropna().unique())
+    rows = []
+    for name in designs(d):
+        g = d[d["design"] == name]
+        row = {"design": name}
+        for L in lens:
+            c = g[g["context_len"] == L]
+            row[fmt_len(L)] = _acc(c) if (c["status"] == "measured").any() else _skip(c)
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+@table("needle_4m/depth")
+def needle_depth(data: RunData) -> pd.DataFrame:
+    p = metric(data.records, "niah/probe")
+    rows = []
+    for name in designs(p):
+        g = p[p["design"] == name]
+        row = {"design": name}
+        for depth, gg in g.groupby("depth"):
+            row[f"{depth:.0%}"] = f"{int(gg['v'].sum())}/{len(gg)}"
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+@table("needle_4m/cost")
+def needle_cost(data: RunData) -> pd.DataFrame:
+    df = data.records
+    pre = metric(df, "eval/prefill_s")
+    cache = metric(df, "eval/cache_bytes")
+    rss = metric(df, "eval/peak_rss_bytes")
+    rows = []
+    for (name, L), g in pre.groupby(["design", "context_len"]):
+        c = cache[(cache["design"] == name) & (cache["context_len"] == L)]["v"]
+        r = rss[(rss["design"] == name) & (rss["context_len"] == L)]["v"]
+        est = g["estimated_s"].astype(float) if "estimated_s" in g.columns else pd.Series(dtype=float)
+        ratio = (g["v"] / est).where(est > 0)
+        rows.append({"_order": (designs(pre).index(name), L), "design": name, "length": fmt_len(L), "haystacks": len(g),
+                     "prefill s (mean)": f"{g['v'].mean():.2f}", "prefill s (min–max)": f"{g['v'].min():.2f}–{g['v'].max():.2f}",
+                     "measured / estimated": f"{ratio.mean():.2f}" if ratio.notna().any() else "—",
+                     "cache": fmt_bytes(c.max()) if len(c) else "—",
+                     "process peak RSS (not per cell)": fmt_bytes(r.max()) if len(r) else "—"})
+    return pd.DataFrame(sorted(rows, key=lambda r: r["_order"])).drop(columns="_order")
+
+
+@table("needle_4m/run")
+def needle_run(data: RunData) -> pd.DataFrame:
+    return _run_facts(data)
+
+
+# ---------------------------------------------------------------- multihop
+
+
+@table("multihop/training")
+def multihop_training(data: RunData) -> pd.DataFrame:
+    return training_rows(data)
+
+
+@table("multihop/accuracy")
+def multihop_accuracy(data: RunData) -> pd.DataFrame:
+    d = metric(data.records, "multihop/acc")
+    lens = sorted(d["context_len"].dropna().unique())
+    rows = []
+    for name in designs(d):
+        for hops, g in d[d["design"] == name].groupby("hops"):
+            row = {"design": name, "hops": f"{hops:g}",
+                   "scoring": g["scoring"].dropna().iloc[0] if g["scoring"].notna().any() else "every hop, keys given"}
+            for L in lens:
+                row[fmt_len(L)] = _acc(g[g["context_len"] == L])
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+@table("multihop/run")
+def multihop_run(data: RunData) -> pd.DataFrame:
+    return _run_facts(data)
+
+
+# ---------------------------------------------------------------- depth_anomaly
+
+
+def _grid(d: pd.DataFrame, index: str, columns: str, fmt_index=str, fmt_col=str) -> pd.DataFrame:
+    rows = []
+    for i, g in d.groupby(index, sort=True):
+        row = {index: fmt_index(i)}
+        for c, gg in g.groupby(columns, sort=True):
+            row[fmt_col(c)] = _acc(gg)
+        rows.append(row)
+    return pd.DataFrame(rows).fillna("—")
+
+
+@table("depth_anomaly/by_depth")
+def anomaly_by_depth(data: RunData) -> pd.DataFrame:
+    d = metric(data.records, "depth_anomaly/acc_by_depth")
+    return _grid(d, "depth", "context_len", lambda x: f"{x:.1%}".replace(".0%", "%"), lambda L: f"{L:.0f} tokens")
+
+
+@table("depth_anomaly/by_position")
+def anomaly_by_position(data: RunData) -> pd.DataFrame:
+    d = metric(data.records, "depth_anomaly/acc_by_position").rename(columns={"needle_pos": "needle at token"})
+    return _grid(d, "needle at token", "context_len", lambda p: f"{p:.0f}", lambda L: f"L = {L:.0f}")
+
+
+@table("depth_anomaly/multikey")
+def anomaly_multikey(data: RunData) -> pd.DataFrame:
+    d = metric(data.records, "depth_anomaly/multikey_by_depth")
+    return pd.DataFrame([{"depth": f"{r['depth']:.0%}", "context": fmt_len(r["context_len"]), "accuracy": _acc(d.loc[[i]])}
+                         for i, r in d.iterrows()])
+
+
+@table("depth_anomaly/run")
+def anomaly_run(data: RunData) -> pd.DataFrame:
+    return _run_facts(data)
