@@ -38,8 +38,9 @@ from .data import RunData, fmt_len, load
 TABLES: dict[str, Callable[[RunData], pd.DataFrame]] = {}
 BLOCK = re.compile(r"(<!-- table: (?P<name>[\w/.-]+) -->\n)(?P<body>.*?)(<!-- /table -->)", re.S)
 ALLOW = re.compile(r"<!-- not from records:(?P<list>.*?)-->", re.S)
-# a number: optional sign, digits with thousands commas or decimals; not part of a word or an identifier
-NUMBER = re.compile(r"(?<![\w.#/-])(\d{1,3}(?:,\d{3})+|\d+)(\.\d+)?(?![\w])")
+# a number: digits with thousands commas or decimals, units after it allowed (9.5x, 64K, 38 min);
+# not the tail of an identifier (fp32, H200, C3, v0.1)
+NUMBER = re.compile(r"(?<![\w.#/-])(\d{1,3}(?:,\d{3})+|\d+)(\.\d+)?(?!\d|\.\d|,\d{3})")
 
 
 def table(name: str):
@@ -75,7 +76,7 @@ def _strip(text: str) -> str:
     text = re.sub(r"`[^`\n]*`", "", text)
     text = re.sub(r"<!--.*?-->", "", text, flags=re.S)
     text = re.sub(r"\]\([^)]*\)", "]", text)
-    text = re.sub(r"\b(?:arXiv|issue|seed|commit|C|M|H|A|#)\s?[\w.]+", "", text)  # ids: arXiv 2501.08313, issue #10, C3
+    text = re.sub(r"\b(?:arXiv|issue|seed|commit)\s#?[\w.]+|#\d+", "", text)  # ids: arXiv 2501.08313, issue #10, seed 000
     return text
 
 
@@ -108,6 +109,11 @@ def _header_numbers(data: RunData) -> set[str]:
     return out
 
 
+def _norm(n: str) -> str:
+    """12.50 -> 12.5, 21.0 -> 21: the same number however many trailing zeros it is printed with."""
+    return n.rstrip("0").rstrip(".") if "." in n else n
+
+
 @dataclass
 class Problem:
     readme: Path
@@ -131,9 +137,9 @@ def check(readme: Path, data: RunData | None) -> list[Problem]:
     allowed = set()
     for m in ALLOW.finditer(text):
         allowed.update(numbers(" ".join(re.sub(r"\([^)]*\)", "", part) for part in m["list"].split(";"))))
-    known = shown | allowed | (_header_numbers(data) if data is not None else set())
+    known = {_norm(n) for n in shown | allowed | (_header_numbers(data) if data is not None else set())}
     for n in numbers(_strip(text)):
-        if n not in known and n.rstrip("0").rstrip(".") not in known:
+        if _norm(n) not in known:
             problems.append(Problem(readme, f"{n} is in no generated table, header or 'not from records' list"))
     return problems
 

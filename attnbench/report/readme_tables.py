@@ -384,3 +384,19 @@ def crossover_skipped(data: RunData) -> pd.DataFrame:
     d = data.records[data.records["status"] == "skipped"]
     return pd.DataFrame([{"metric": r["metric"], "design": r["design"], "scope": r["scope"], "n": f"{r['context_len']:.0f}",
                           "why": r.get("reason") or r.get("note")} for _, r in d.iterrows()])
+
+
+@table("msa_speedup/terms")
+def msa_terms(data: RunData) -> pd.DataFrame:
+    """Where the time goes at 1M tokens on H200 (attention, vs M2): the cost model's terms."""
+    rows = []
+    for phase in ("prefill", "decode"):
+        d = metric(data.records, f"msa_speedup/{phase}")
+        d = d[(d["hardware"] == "h200") & (d["vs"] == "m2") & (d["scope"] == "attention") & (d["context_len"] == 2**20)]
+        for _, r in d.iterrows():
+            unit, k = ("s", 1.0) if phase == "prefill" else ("ms", 1e3)
+            for who, terms, total in (("M2", r["baseline_terms_s"], r["baseline_s"]), ("M3", r["m3_terms_s"], r["m3_s"])):
+                parts = "; ".join(f"{t} {v * k:,.1f}" for t, v in sorted(terms.items(), key=lambda kv: -kv[1]))
+                rows.append({"phase": phase, "model": who, f"total": f"{total * k:,.1f} {unit}", "terms": parts,
+                             "bytes read": f"{(r['baseline_bytes'] if who == 'M2' else r['m3_bytes']) / 1e9:,.1f} GB"})
+    return pd.DataFrame(rows)
