@@ -60,6 +60,7 @@ class ProbeResult:
     depth: float | None
     hops: int | None
     lookups: "ProbeResult | None" = None  # multi-hop diagnostic: the k single lookups, scored apart
+    pred: list[int] | None = None  # the predicted token at each scored position
 
 
 def score(logits: torch.Tensor, probe: Probe) -> ProbeResult:
@@ -69,7 +70,7 @@ def score(logits: torch.Tensor, probe: Probe) -> ProbeResult:
     pred = logits.argmax(-1).cpu()
     hits = int((pred[mask] == targets[mask]).sum())
     n = int(mask.sum())
-    return ProbeResult(hits == n, hits, n, probe.depth, probe.hops)
+    return ProbeResult(hits == n, hits, n, probe.depth, probe.hops, pred=pred[mask].tolist())
 
 
 @torch.no_grad()

@@ -87,3 +87,12 @@ def task_levels(vocab: Vocab, task: str, *, depths: tuple = (0.0, 0.25, 0.5, 0.7
         samples += task_samples(np.random.default_rng([20240, i]), vocab, length, task, depths=depths, hops=hops,
                                 chains=chains, kind=kind, value_noise=value_noise)
     return levels_of(samples, vocab, lookups=lookups)
+
+
+def batch_levels(inputs, targets, vocab: Vocab, context_len: int) -> Levels:
+    """Chance and floor of a training batch (tasks/batches.py): every scored position of every
+    row, its context being the row's first ``context_len`` tokens."""
+    x, y = np.asarray(inputs), np.asarray(targets)
+    pairs = [probe_levels(row_x[:context_len], [int(t)], vocab) for row_x, row_y in zip(x, y) for t in row_y if t >= 0]
+    chance, floor = np.mean(pairs, axis=0)
+    return Levels(float(chance), float(floor), len(pairs))
