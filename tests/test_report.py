@@ -199,3 +199,22 @@ def test_every_recorded_experiment_has_its_report_in_the_repo():
     for name in recorded:
         assert (ROOT / "reports" / name / "report.html").is_file(), f"reports/{name}/ is missing: run " \
                                                                     f"`python -m attnbench report --all-experiments`"
+
+
+def test_readme_links_the_decision_report():
+    text = (ROOT / "README.md").read_text()
+    assert "(reports/decision/report.html)" in text and "(reports/decision/report.pdf)" in text
+    assert "report --decision" in text
+
+
+def test_report_cli_decision(tmp_path):
+    write_run(tmp_path / "experiments" / "alpha" / "run", exp="alpha")
+    res = subprocess.run([sys.executable, "-m", "attnbench", "report", "--decision", "--no-pdf", "--root", str(tmp_path)],
+                         capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert (tmp_path / "reports" / "decision" / "report.html").is_file()
+    empty = tmp_path / "nothing"
+    (empty / "experiments").mkdir(parents=True)
+    bad = subprocess.run([sys.executable, "-m", "attnbench", "report", "--decision", "--no-pdf", "--root", str(empty)],
+                         capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert bad.returncode == 2 and "no results.jsonl" in bad.stderr
