@@ -277,3 +277,32 @@ def test_c6_verdicts(tmp_path, case, expect):
     assert v.verdict == expect, v.evidence
     if "untrained" in case:
         assert any("lightning did not learn" in e for e in v.evidence)
+
+
+# ---------------------------------------------------------------- the recorded experiments
+
+
+def test_no_verdict_in_the_recorded_experiments_rests_on_a_model_that_did_not_learn():
+    """On the records in experiments/ (whatever they are when this runs): a claim whose models
+    did not all learn their task reads inconclusive; older per-hop multi-hop records cannot
+    decide C3."""
+    from pathlib import Path
+
+    from attnbench.report.quality import experiment_task, learned
+
+    root = Path(__file__).resolve().parents[1] / "experiments"
+    dirs = [root / e for e in ("needle_4m", "multihop") if (root / e).is_dir()]
+    if not dirs:
+        pytest.skip("no recorded needle_4m or multihop run")
+    data = load(dirs)
+    df, train = data.records, data.train
+    verdicts = {c.id: v for c, v in C.judge_all(df, train)}
+    needs = {"C2": (["lightning_hybrid"], experiment_task(df, "niah/acc"), None),
+             "C6": (["softmax", "lightning"], experiment_task(df, "niah/acc"), None)}
+    for claim, (names, task, hops) in needs.items():
+        flags = [learned(df, n, task, train=train).flag for n in names]
+        if not all(flags):
+            assert verdicts[claim].verdict in (C.INCONCLUSIVE, C.NOT_MEASURED_YET), (claim, verdicts[claim].evidence)
+    mh = df[df["metric"] == "multihop/acc"]
+    if not mh.empty and not (mh["scoring"] == "final value").any():
+        assert verdicts["C3"].verdict == C.INCONCLUSIVE

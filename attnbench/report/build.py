@@ -188,6 +188,11 @@ def caveats(data: RunData) -> list[str]:
                        f"(method analytic); the report counts them as analytic.")
     else:
         out.append("Nothing projected or analytic: every number is measured.")
+    old_copies = df[(df["metric"] == "train/loss") & df["note"].astype(str).str.startswith("checkpoint:") & df["source"].isna()]
+    if not old_copies.empty:
+        out.append(f"{len(old_copies)} training-curve records were copied from checkpoints by an older version, which "
+                   f"stamped them with the time of the copy, not of the training, and did not name the source file; "
+                   f"newer runs keep the checkpoint's own times and its record.json path.")
     copied = df[df["source"].notna() & (df["source"].astype(str) != "")]
     if not copied.empty:
         no_time = copied["time"].isna().sum()

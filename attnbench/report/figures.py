@@ -190,8 +190,10 @@ def facet_grid(n: int, max_cols: int = 3, height: float = 2.6, **kw):
 
 
 @figure("niah_heatmap", "Needle-in-a-haystack: accuracy by depth and context length",
-        ("niah/acc",), "Each cell: mean accuracy over seeds (red 0 to green 1). Hatched grey: skipped "
-        "or failed (see the records); light grey dash: not run for this design.")
+        ("niah/acc",), "Each cell: mean accuracy over seeds (red 0 to green 1); the colour bar marks the task's "
+        "chance level (dotted) and values-in-context floor (dashed). Hatched grey: skipped or failed (see the "
+        "records); light grey dash: not run for this design. A panel titled 'did not learn the task' is a model "
+        "that did not learn it at its training length.")
 def niah_heatmap(df: pd.DataFrame) -> Figure | None:
     d = metric(df, "niah/acc")
     if d.empty:
@@ -245,10 +247,16 @@ def niah_heatmap(df: pd.DataFrame) -> Figure | None:
         ax.set_yticks(range(len(depths)), [f"{100 * x:g}%" for x in depths])
         ax.grid(False)
         ax.set_title(f"{name}" + (f" ({task})" if task and d["task"].nunique() > 1 else "")
-                     + (" (did not learn the task)" if _learned(g) is False else ""), fontsize=9)
+                     + ("\n(did not learn the task)" if _learned(g) is False else ""), fontsize=9)
         ax.set_xlabel("context length")
         ax.set_ylabel("needle depth")
-    fig.colorbar(im, ax=list(axes), shrink=0.8, label="accuracy")
+    cb = fig.colorbar(im, ax=list(axes), shrink=0.8, label="accuracy")
+    for col, ls in (("floor", "--"), ("chance", ":")):  # the task's levels, marked on the colour scale
+        if d[col].notna().any():
+            y = float(d[col].mean())
+            cb.ax.axhline(y, color="black", ls=ls, lw=1.2)
+            cb.ax.annotate(f"{'floor' if col == 'floor' else 'chance'} {y:.2g}", (1.05, y), xycoords=("axes fraction", "data"),
+                           fontsize=6.5, va="center", annotation_clip=False)
     return fig
 
 
@@ -563,8 +571,10 @@ def pareto(df: pd.DataFrame) -> Figure | None:
     names = designs(df)
     for name, size, acc, _ in points:
         color, marker = style(name, names)
-        ax.plot(size, acc, marker=marker, color=color, ms=8, ls="none", label=name)
-        ax.annotate(name, (size, acc), xytext=(5, 4), textcoords="offset points", fontsize=7.5, color=color)
+        untrained = _learned(d[d["design"] == name]) is False
+        ax.plot(size, acc, marker=marker, color=color, ms=8, ls="none", label=name, mfc="white" if untrained else color)
+        ax.annotate(name + (" (did not learn)" if untrained else ""), (size, acc), xytext=(5, 4), textcoords="offset points",
+                    fontsize=7.5, color=color)
     front, best = [], -1.0
     for name, size, acc, _ in sorted(points, key=lambda p: (p[1], -p[2])):
         if acc > best:
@@ -573,6 +583,7 @@ def pareto(df: pd.DataFrame) -> Figure | None:
     if len(front) > 1:
         xs, ys = zip(*front)
         ax.step(xs, ys, where="post", color="0.5", ls="-", lw=1, zorder=0)
+    _levels(ax, d[d["context_len"] == length])
     ax.set_xscale("log", base=2)
     ax.xaxis.set_major_formatter(FuncFormatter(lambda y, _: fmt_bytes(y)))
     ax.set_ylim(-0.02, 1.05)

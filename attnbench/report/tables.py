@@ -343,7 +343,9 @@ def other_table(df: pd.DataFrame, shown: Iterable[str]) -> Table | None:
         row = [Cell(str(name)), Cell(unit), Cell(ctx)]
         for who in names:
             w = g[g["who"] == who]
-            if not w.empty and w["v"].isna().all() and w["status"].isin(("measured",) + NOT_MEASURED).any():
+            if name in ("multihop/lookup_acc", "train/acc") and (w["status"] == "measured").any():
+                row.append(acc_cell(w))  # accuracies carry their interval here too
+            elif not w.empty and w["v"].isna().all() and w["status"].isin(("measured",) + NOT_MEASURED).any():
                 first = w["value"].iloc[-1]
                 row.append(Cell(f"list of {len(first)}" if isinstance(first, list) else str(first)[:40]))
             else:
