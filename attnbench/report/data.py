@@ -76,7 +76,7 @@ def load(paths: Iterable[Path | str]) -> RunData:
     for col in (*COLUMNS, "run_dir"):
         if col not in df.columns:
             df[col] = None
-    df = df.astype({c: object for c in df.columns})  # keep ints ints and lists lists
+    df = df.astype({c: object for c in df.columns}).copy()  # keep ints ints and lists lists; one block
     df["v"] = pd.to_numeric(df["value"].map(_number), errors="coerce").astype(float)
     for col in ("context_len", "depth", "hops", "train_len", "seed", "step", "ci_low", "ci_high", "p25_ms", "p75_ms", "n",
                 "steps", "tokens", "final_stage", "n_stages"):
