@@ -181,7 +181,7 @@ def test_needle_run_with_the_shipped_softmax_model_resumes_without_repeating_cel
     import os
 
     cmd = [sys.executable, "-m", "attnbench", "+exp=needle_4m", "eval.context_lens=[1024,2048]", "exp.designs=[softmax]",
-           "eval.train_len_samples=10", "exp.budget=2m", "wandb.mode=disabled", "report.enabled=false",
+           "eval.train_len_samples=10", "exp.budget=5m", "wandb.mode=disabled", "report.enabled=false",
            f"hydra.run.dir={tmp_path}/run"]
     env = {**os.environ, "ATTNBENCH_CACHE": str(tmp_path / "cache")}
     first = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
