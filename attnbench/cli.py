@@ -11,6 +11,7 @@ Every run ends (completed, failed, or interrupted by Ctrl-C or SIGTERM: then par
 Subcommands (dispatched before Hydra sees the arguments):
     python -m attnbench report RUN_DIR [RUN_DIR ...] [--out DIR] [--no-pdf]
     python -m attnbench report --all-experiments [--root DIR]
+    python -m attnbench report --decision [--root DIR]     # every experiment -> reports/decision/
     python -m attnbench dashboard entity=E project=P [exp=NAME] [name=TITLE] [--dry-run]
 """
 
@@ -329,7 +330,7 @@ class OneLineParser(argparse.ArgumentParser):
 def report_main(argv: list[str]) -> int:
     """``report``: exit 0 with a report; 2 with one line on stderr for bad input, or when the report
     was written but left damaged lines out (one line per damaged results file)."""
-    from .report import all_experiments, build_report
+    from .report import all_experiments, build_report, decision_report
     from .report.data import ResultsError
 
     ap = OneLineParser(prog="python -m attnbench report",
@@ -339,14 +340,18 @@ def report_main(argv: list[str]) -> int:
     ap.add_argument("--no-pdf", action="store_true", help="skip report.pdf")
     ap.add_argument("--all-experiments", action="store_true",
                     help="experiments/<name>/ -> reports/<name>/ for every recorded experiment")
-    ap.add_argument("--root", type=Path, default=Path("."), help="repository root for --all-experiments")
+    ap.add_argument("--decision", action="store_true",
+                    help="every recorded experiment merged into reports/decision/ (the page to decide from)")
+    ap.add_argument("--root", type=Path, default=Path("."), help="repository root for --all-experiments / --decision")
     args = ap.parse_args(argv)
-    if not args.all_experiments and not args.run_dirs:
-        ap.error("give RUN_DIR(s) or --all-experiments")
+    if not (args.all_experiments or args.decision or args.run_dirs):
+        ap.error("give RUN_DIR(s), --all-experiments or --decision")
     try:
         if args.out is not None:
             rundir.check_writable(args.out, "report directory --out", "choose another with --out DIR")
-        if args.all_experiments:
+        if args.decision:
+            results = [decision_report(args.root, pdf=not args.no_pdf)]
+        elif args.all_experiments:
             results = all_experiments(args.root, pdf=not args.no_pdf)
         else:
             results = [build_report(args.run_dirs, args.out, pdf=not args.no_pdf)]

@@ -534,7 +534,7 @@ def validate_tasks(cfg) -> None:
         if longest + st.n_queries > tr.tokens_per_step:
             raise ConfigError("train.tokens_per_step", tr.tokens_per_step, f"must hold one sequence of {where} ({longest + st.n_queries} tokens)")
         if not st.n_queries <= st.n_pairs <= min(st.n_keys, (st.context_len - 2) // 2):
-            raise ConfigError(f"{where}.n_pairs", st.n_pairs, f"need n_queries <= n_pairs <= min(n_keys, (context_len - 2) // 2)")
+            raise ConfigError(f"{where}.n_pairs", st.n_pairs, "need n_queries <= n_pairs <= min(n_keys, (context_len - 2) // 2)")
     e = cfg.eval
     if not e.context_lens:
         raise ConfigError("eval.context_lens", [], "at least one context length in tokens (>= 16)")

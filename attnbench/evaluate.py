@@ -9,7 +9,6 @@ its cache during the prefill (its outputs are needed only at the probe positions
 
 from __future__ import annotations
 
-import math
 import threading
 import time
 from dataclasses import dataclass
@@ -19,28 +18,21 @@ import psutil
 import torch
 
 from .model import Model
+from .stats import wilson  # noqa: F401  (re-exported: experiments and tests import it from here)
 from .tasks.generate import Probe, Sample
 
 
-def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
-    """95% Wilson score interval for k successes in n trials.
-
-    Written out (five lines) rather than importing scipy/statsmodels for one formula.
-    """
-    if n == 0:
-        return 0.0, 1.0
-    p = k / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return max(0.0, centre - half), min(1.0, centre + half)
-
-
 class PeakRSS:
-    """Peak resident memory of this process while the block runs (sampled every 50 ms)."""
+    """Resident memory of this process while the block runs (sampled every 50 ms).
+
+    ``peak`` is the process's high-water mark during the block, which includes whatever an
+    earlier cell left allocated; ``increase`` = peak - the resident memory at the block's start,
+    i.e. what this block added (the per-cell figure the experiments record).
+    """
 
     def __enter__(self):
         self.proc, self.peak, self._stop = psutil.Process(), 0, threading.Event()
-        self.peak = self.proc.memory_info().rss
+        self.start = self.peak = self.proc.memory_info().rss
 
         def watch():
             while not self._stop.wait(0.05):
@@ -55,6 +47,10 @@ class PeakRSS:
         self._thread.join()
         self.peak = max(self.peak, self.proc.memory_info().rss)
 
+    @property
+    def increase(self) -> int:
+        return max(0, self.peak - self.start)
+
 
 @dataclass
 class ProbeResult:
@@ -63,6 +59,8 @@ class ProbeResult:
     targets: int
     depth: float | None
     hops: int | None
+    lookups: "ProbeResult | None" = None  # multi-hop diagnostic: the k single lookups, scored apart
+    pred: list[int] | None = None  # the predicted token at each scored position
 
 
 def score(logits: torch.Tensor, probe: Probe) -> ProbeResult:
@@ -72,7 +70,7 @@ def score(logits: torch.Tensor, probe: Probe) -> ProbeResult:
     pred = logits.argmax(-1).cpu()
     hits = int((pred[mask] == targets[mask]).sum())
     n = int(mask.sum())
-    return ProbeResult(hits == n, hits, n, probe.depth, probe.hops)
+    return ProbeResult(hits == n, hits, n, probe.depth, probe.hops, pred=pred[mask].tolist())
 
 
 @torch.no_grad()
@@ -81,7 +79,7 @@ def run_sample(model: Model, sample: Sample, device: torch.device, chunk: int) -
     context = torch.from_numpy(sample.context).to(device)[None]  # (1, L)
     L = context.shape[1]
     cache = model.new_cache()
-    cache.reserve(L + max(len(p.tokens) for p in sample.probes))
+    cache.reserve(L + max(max(len(p.tokens), len(p.lookups[0]) if p.lookups else 0) for p in sample.probes))
     start = time.perf_counter()
     for s in range(0, L, chunk):
         model.prefill(context[:, s : s + chunk], cache)
@@ -92,8 +90,13 @@ def run_sample(model: Model, sample: Sample, device: torch.device, chunk: int) -
     start = time.perf_counter()
     for probe in sample.probes:
         tokens = torch.tensor(probe.tokens, device=device)[None]
-        results.append(score(model(tokens, cache).logits[0], probe))
+        result = score(model(tokens, cache).logits[0], probe)
         cache.restore(snap)
+        if probe.lookups:  # the diagnostic from the same snapshot: every intermediate key given
+            diag = Probe(*probe.lookups, probe.depth, probe.hops)
+            result.lookups = score(model(torch.tensor(diag.tokens, device=device)[None], cache).logits[0], diag)
+            cache.restore(snap)
+        results.append(result)
     return results, {"prefill_s": prefill_s, "probe_s": time.perf_counter() - start, "cache_bytes": cache_bytes}
 
 

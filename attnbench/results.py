@@ -36,19 +36,24 @@ from typing import Any, Iterable
 
 from .redact import redact
 
-STATUSES = ("measured", "projected", "skipped", "failed")
+# measured: timed or counted here; projected: the cost model's prediction of a time; analytic:
+# computed from a formula (bytes, crossover lengths), shown like projected; skipped; failed.
+STATUSES = ("measured", "projected", "analytic", "skipped", "failed")
 
 # Metric names shared by the experiments, the report and W&B (stable: dashboards key on them).
 # Extra fields a record of that metric carries are listed after the unit.
 METRICS = {
     "params/total": "count",  # also params/attention, params/experts, params/active, params/embedding
     "train/loss": "nats; step, tokens",  # training curve points
-    "train/steps_to_floor": "steps; tokens, wall_s, floor (the accuracy target), reached (bool)",
-    "train/acc": "fraction; task, context_len (the training length)",
-    "niah/acc": "fraction; task (single|multikey|multivalue|multiquery), context_len, depth, n, ci_low, ci_high, train_len",
-    "multihop/acc": "fraction; task (chain|vartrack), hops, context_len, n, ci_low, ci_high, train_len",
+    "train/steps_to_floor": "steps (None if the floor was not reached); steps, tokens, wall_s, floor, reached (bool), "
+    "rule {name, token_budget, patience, floor, advance_at}, train_len (longest stage passed), stop_reason, source, copied_at",
+    "train/acc": "fraction; task, context_len (the training length), n, ci_low, ci_high (also per hops for multihop)",
+    "niah/acc": "fraction; task (niah_single|_multikey|_multivalue|_multiquery), context_len, depth, n, ci_low, ci_high, train_len",
+    "multihop/acc": "fraction; hop_task (chain|vartrack), hops, scoring (final value), context_len, n, ci_low, ci_high, train_len",
+    "multihop/lookup_acc": "fraction; the diagnostic: the same chains as k single lookups, every key given, all k scored",
     "eval/prefill_s": "s; context_len (wall time of one haystack's prefill)",
-    "eval/peak_rss_bytes": "bytes; context_len",
+    "eval/peak_rss_increase_bytes": "bytes; context_len (peak resident memory during the cell minus at its start)",
+    "eval/peak_rss_bytes": "bytes; context_len (older runs: the process's high-water mark, not per cell)",
     "latency/prefill_ms": "ms; context_len, scope (op|layer), op, backend, p25_ms, p75_ms, n",
     "latency/decode_ms": "ms; context_len (cache length), scope, op, backend, p25_ms, p75_ms, n",
     "latency/fwd_bwd_ms": "ms; context_len, scope (op), op, backend, dtype, p25_ms, p75_ms, n (forward + backward)",
@@ -382,7 +387,8 @@ class Recorder:
             raise ValueError(f"record is missing {missing}: {fields}")
         if fields["status"] not in STATUSES:
             raise ValueError(f"status {fields['status']!r}: allowed {STATUSES}")
-        return {"type": "record", **fields, "config_hash": self.config_hash, "time": now()}
+        # a record copied from elsewhere (a checkpoint's training curve) keeps its own time
+        return {"type": "record", **fields, "config_hash": self.config_hash, "time": fields.get("time", now())}
 
     def record(self, **fields: Any) -> dict:
         rec = self.make(**fields)

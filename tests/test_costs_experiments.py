@@ -91,6 +91,8 @@ def test_crossover_end_to_end_on_tiny_lengths(tmp_path):
     mem = {(r["design"], r["method"], r.get("dtype")): r for r in cross if r["metric"] == "crossover/memory_len"}
     assert mem["lightning", "analytic", "float32"]["relation"] == "="
     assert mem["msa", "analytic", "float32"]["relation"] == ">"
+    # a crossover from the formula says so: status analytic, never measured
+    assert {r["status"] for r in cross if r["method"] == "analytic"} <= {"analytic", "projected"}
     assert (tmp_path / "run" / "summary.md").exists()
 
 

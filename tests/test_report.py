@@ -50,7 +50,9 @@ def test_report_has_every_section_in_order(fixture_report):
     assert html.count('<img src="data:image/png;base64,') == len(F.FIGURES) == len(res.figures)
     assert "http://" not in html and "https://" not in html and "<script" not in html  # self-contained, no JS
     assert "smoke/custom_metric" in html  # a metric no figure knows lands in "other measurements"
-    assert "Projected, not measured" in html
+    assert "Projected or analytic, not measured" in html
+    assert "How the models were trained" in html and "fixture rule" in html
+    assert "did not learn" in html  # the fixture's lightning passed no stage
 
 
 def test_noisy_timings_are_said_in_the_caveats(fixture_report):
@@ -105,13 +107,23 @@ def test_every_section_degrades_without_records(tmp_path):
     assert "No design records yet" in html and not res.figures
 
 
+def cells(table):
+    labels = [f"{g}|{l}" if g else l for g, l in table.columns]
+    return {r[0].text: dict(zip(labels, r)) for r in table.rows}
+
+
+def column(row, group_start, label):
+    return next(c for k, c in row.items() if k.startswith(group_start) and k.endswith("|" + label))
+
+
 def test_pooled_accuracy_is_preferred_over_the_mean_of_depths(tmp_path):
-    df = load([write_run(tmp_path / "r")]).records
+    data = load([write_run(tmp_path / "r")])
+    df = data.records
     extra = df[(df["metric"] == "niah/acc") & (df["design"] == "lightning") & (df["context_len"] == 256)].iloc[:1].copy()
-    extra["depth"], extra["v"] = float("nan"), 0.55  # what an experiment writes pooled over all depths
-    table = decision_table(pd.concat([df, extra], ignore_index=True))
-    row = next(r for r in table.rows if r[0].text == "lightning")
-    assert row[3].text == "0.55"  # 256 is the first length column; the per-depth mean would be 0.20
+    extra["depth"], extra["v"], extra["n"] = float("nan"), 0.55, 20  # what an experiment writes pooled over all depths
+    row = cells(decision_table(pd.concat([df, extra], ignore_index=True), data.train))["lightning"]
+    cell = column(row, "NIAH accuracy", "256")  # 11/20; the per-depth mean would be 0.20
+    assert (cell.text, cell.sub) == ("0.55", "[0.34–0.74]") and "11/20 probes" in cell.title
 
 
 def test_summary_never_averages_measured_with_projected():
@@ -121,37 +133,34 @@ def test_summary_never_averages_measured_with_projected():
     assert summarize(df[df["status"] == "projected"]).kind == "projected"
 
 
-def test_decision_table_speed_relative_to_softmax(tmp_path):
-    df = load([write_run(tmp_path / "r")]).records
-    table = decision_table(df)
-    labels = [f"{g}|{l}" for g, l in table.columns]
-    row = {labels[i]: c for i, c in enumerate(next(r for r in table.rows if r[0].text == "lightning"))}
-    cell = row["prefill speed vs softmax|128K"]
-    # fixture: softmax 2e-7 L^2 ms, lightning 4e-3 L ms, both projected at 128K
-    assert cell.kind == "projected" and cell.text == f"{2e-7 * 131072 / 4e-3:.2f}x"
-    assert row["NIAH accuracy|2K"].text == "0.10"
+def test_decision_table_rows_say_how_each_model_was_trained_and_whether_it_learned(tmp_path):
+    data = load([write_run(tmp_path / "r")])
+    rows = cells(decision_table(data.records, data.train))
+    light, soft = rows["lightning"], rows["softmax"]
+    # fixture: softmax 2e-7 L^2 ms, lightning 4e-3 L ms, measured up to 64K (projections are not used)
+    assert column(light, "speed vs softmax", "prefill").text == f"{2e-7 * 65536 / 4e-3:.2f}x at 64K"
+    cell = column(light, "NIAH accuracy", "2K")  # 50/500 pooled over 5 depths
+    assert (cell.text, cell.sub) == ("0.10", "[0.08–0.13]") and "chance 0.0625" in cell.title
+    assert column(light, "training", "trained to").text == "0 (no stage passed)"
+    assert column(light, "learned the task", "at its training length").text == "no"
+    learned = column(soft, "learned the task", "at its training length")
+    assert learned.text == "yes" and learned.sub.startswith("0.99 [0.97")
+    assert column(soft, "training", "trained to").text == "512" and column(soft, "training", "steps / tokens").text == "900 / 4.0M"
+    assert column(soft, "NIAH", "effective length").text == "2K"  # lower bound > 0.5 at every length
+    group = next(g for g, _ in decision_table(data.records, data.train).columns if g.startswith("NIAH accuracy"))
+    assert "chance 0.06" in group and "floor 0.2" in group
 
 
 def test_claim_verdicts_follow_the_records(tmp_path):
-    df = load([write_run(tmp_path / "r")]).records
-    verdicts = {c.id: v for c, v in claims_mod.judge_all(df)}
+    """The full fixture through judge_all (every verdict of every claim: tests/test_claims.py)."""
+    data = load([write_run(tmp_path / "r")])
+    verdicts = {c.id: v for c, v in claims_mod.judge_all(data.records, data.train)}
     assert verdicts["C1"].verdict == "supported" and verdicts["C1"].projected_only
-    assert verdicts["C2"].verdict == "not supported"  # fixture hybrid: 0.80 at 4x the training length
-    # ... unless the hybrid never learned the task at its training length: then nothing is shown
-    untrained = pd.concat([df, df[df["metric"] == "niah/acc"].head(1).assign(
-        metric="train/acc", design="lightning_hybrid", value=0.14, v=0.14, status="measured")], ignore_index=True)
-    assert claims_mod.judge_c2(untrained).verdict == "inconclusive"
-    assert verdicts["C3"].verdict == "supported"
-    assert verdicts["C4"].verdict == "supported"  # analytic 4K, measured 32K
-    assert verdicts["C5"].verdict == "supported" and verdicts["C5"].projected_only  # analytic 9x / 14x at 1M
-    measured_only = df[~((df["metric"].str.startswith("msa_speedup")) & (df["status"] == "projected"))]
-    c5 = claims_mod.judge_c5(measured_only)  # fixture measured 2.4x / 3.4x at 256K
-    assert c5.verdict == "not supported" and not c5.projected_only
-    assert verdicts["C6"].verdict == "supported"
-    wrong = df.copy()
-    wrong.loc[wrong["preset"] == "minimax_text_01", "v"] = 81920.0
-    assert claims_mod.judge_c1(wrong).verdict == "not supported"
-    assert all(v.verdict == "not yet measured" for _, v in claims_mod.judge_all(df.iloc[0:0]))
+    assert verdicts["C2"].verdict == "not supported"  # fixture hybrid: 400/500 at 4x the training length, learned
+    assert verdicts["C6"].verdict == "inconclusive"  # the fixture's lightning never learned the task
+    assert any("lightning did not learn" in e for e in verdicts["C6"].evidence)
+    assert all(v.verdict in claims_mod.VERDICTS for v in verdicts.values())
+    assert all(v.verdict == "not yet measured" for _, v in claims_mod.judge_all(data.records.iloc[0:0]))
 
 
 def test_claim_quotes_are_verbatim_from_the_seeds():
@@ -195,3 +204,22 @@ def test_every_recorded_experiment_has_its_report_in_the_repo():
     for name in recorded:
         assert (ROOT / "reports" / name / "report.html").is_file(), f"reports/{name}/ is missing: run " \
                                                                     f"`python -m attnbench report --all-experiments`"
+
+
+def test_readme_links_the_decision_report():
+    text = (ROOT / "README.md").read_text()
+    assert "(reports/decision/report.html)" in text and "(reports/decision/report.pdf)" in text
+    assert "report --decision" in text
+
+
+def test_report_cli_decision(tmp_path):
+    write_run(tmp_path / "experiments" / "alpha" / "run", exp="alpha")
+    res = subprocess.run([sys.executable, "-m", "attnbench", "report", "--decision", "--no-pdf", "--root", str(tmp_path)],
+                         capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert (tmp_path / "reports" / "decision" / "report.html").is_file()
+    empty = tmp_path / "nothing"
+    (empty / "experiments").mkdir(parents=True)
+    bad = subprocess.run([sys.executable, "-m", "attnbench", "report", "--decision", "--no-pdf", "--root", str(empty)],
+                         capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert bad.returncode == 2 and "no results.jsonl" in bad.stderr

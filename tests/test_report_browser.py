@@ -81,3 +81,44 @@ def test_pdf_fails_soft_without_chromium(tmp_path, monkeypatch):
     assert res.pdf is None and "Chromium" in res.pdf_error and res.html.exists()
     assert not (tmp_path / "run" / "report.pdf").exists()
     assert np.isfinite(res.seconds["total"])
+
+
+ROOT = __import__("pathlib").Path(__file__).resolve().parents[1]
+DECISION = ROOT / "reports" / "decision"
+
+
+def test_decision_report_is_built_from_every_experiment(tmp_path):
+    from attnbench.report import decision_report
+
+    write_run(tmp_path / "experiments" / "alpha" / "run", exp="alpha")
+    write_run(tmp_path / "experiments" / "beta" / "run", exp="beta", device="cuda")
+    (tmp_path / "experiments" / "notes").mkdir()  # no results: not part of it
+    res = decision_report(tmp_path, pdf=False)
+    assert res.html == tmp_path / "reports" / "decision" / "report.html"
+    html = res.html.read_text()
+    assert "results files:</b> 2" in html and "alpha, beta" in html and 'id="decision"' in html
+
+
+@needs_chromium
+def test_the_decision_report_in_the_repo_renders(tmp_path):
+    """reports/decision/ as a reader opens it: every figure loads, one row per design, six claims."""
+    from browser import Page
+
+    html, pdf = DECISION / "report.html", DECISION / "report.pdf"
+    assert html.is_file() and pdf.is_file(), "run `python -m attnbench report --decision`"
+    with Page() as page:
+        page.open(html)
+        images = page.eval("[...document.images].map(i => i.complete && i.naturalWidth > 0)")
+        assert images and all(images)
+        rows = page.eval("[...document.querySelectorAll('table#decision tbody tr')].map(r => r.cells[0].textContent)")
+        assert {"softmax", "lightning", "lightning_hybrid", "msa"} <= set(rows), rows
+        assert page.eval("document.querySelectorAll('#claims-table tbody tr').length") == 6
+        verdicts = page.eval("[...document.querySelectorAll('#claims-table td.verdict')].map(c => c.textContent)")
+        assert all(v.strip() for v in verdicts)
+        assert page.errors() == []
+        assert all(u.startswith(("file://", "data:")) for u in page.requests()), page.requests()
+    if shutil.which("pdftoppm"):
+        subprocess.run(["pdftoppm", "-r", "20", "-f", "1", "-l", "2", "-png", str(pdf), str(tmp_path / "p")], check=True,
+                       timeout=120)
+        for p in sorted(tmp_path.glob("p*.png")):
+            assert (image.imread(p)[..., :3].mean(axis=2) < 0.9).mean() > 0.005, f"{p.name} is blank"

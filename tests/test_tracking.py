@@ -11,7 +11,6 @@ import os
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
@@ -38,7 +37,7 @@ def test_offline_runs_read_back(tmp_path):
     assert soft["config"]["design"] == "softmax" and soft["config"]["model"]["d_model"] == 64
     s = soft["summary"]
     assert s["niah/acc@len=1024"] == pytest.approx(1.0)
-    assert s["niah/acc@task=single,len=1024,depth=0.5"] == pytest.approx(1.0)
+    assert s["niah/acc@task=niah_multikey,len=1024,depth=0.5"] == pytest.approx(1.0)
     assert "latency/prefill_ms@len=65536,op=softmax,scope=layer,dtype=bfloat16" in s
     assert "latency/prefill_ms_projected@len=1048576,op=softmax,scope=layer,dtype=bfloat16" in s
     assert s["params/total"] == 161000 and s["records/skipped"] == 1

@@ -112,7 +112,7 @@ def memory_crossovers(ctx, layouts: dict[str, str]) -> list[dict]:
             n = memory.memory_crossover(arch, base, dt, n_max=memory.N_MAX)
             res = {"value": None if n is None else float(n), "relation": ">" if n is None else "=",
                    "bracket": [memory.N_MAX, None] if n is None else [n - 1, n], "crossings": 1, "method": "analytic"}
-            rows.append(_record(ctx, d, lay, "memory", res, scope="model", hardware="any", dtype=dt))
+            rows.append(_record(ctx, d, lay, "memory", res, scope="model", hardware="any", dtype=dt, status="analytic"))
     return rows
 
 

@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 import numpy as np
-import torch
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from attnbench.bench import planner
@@ -23,7 +22,7 @@ from attnbench.bench.calibrate import hardware_for_run
 from attnbench.bench.timing import efficiency, noisy
 from attnbench.config import parse_duration
 from attnbench.evaluate import PeakRSS, batch_accuracy, run_sample, wilson
-from attnbench.experiments.train import record_training
+from attnbench.experiments.train import record_training, training_facts
 from attnbench.plan import calibrate, memory_allowed
 from attnbench.results import read_jsonl
 from attnbench.tasks.data import cached_samples
@@ -39,34 +38,59 @@ class Grid:
     make: Callable[[np.random.Generator, int, dict], list[Sample]]  # (rng, context_len, group) -> samples
     by: str = "depth"  # the probe field accuracies are broken down by (depth | hops)
     params: dict = field(default_factory=dict)  # generator settings that define the data
+    fields: dict = field(default_factory=dict)  # recorded with every accuracy (e.g. how a probe is scored)
 
 
 def _rng(seed: int, *parts: int) -> np.random.Generator:
     return np.random.default_rng([seed, *parts])
 
 
-def prepare_models(ctx) -> dict:
-    """Get every design's model (trained once, then cached) and record training + sanity check."""
+def check_len(record: dict, cfg) -> int:
+    """Where a model is checked: its true training length (the longest curriculum stage it
+    passed), or the first stage's length when it passed none."""
+    return training_facts(record)["train_len"] or int(cfg.train.stages[0].context_len)
+
+
+def prepare_models(ctx, grid: Grid | None = None) -> dict:
+    """Get every design's model (trained once, then cached) and record training + the checks
+    at its training length: single needles (``train/acc``, task niah_single) and, with
+    ``grid``, the experiment's own task (``train/acc`` with the grid's task and group), each on
+    ``eval.train_len_samples`` probes, with 95% Wilson intervals. Whether a model "learned the
+    task" is decided from these by the report (attnbench/report/learned.py)."""
     cfg, models = ctx.cfg, {}
     vocab = vocab_of(cfg)
-    train_len = cfg.train.stages[-1].context_len
     for name in ctx.design_names:
         trained = get_model(cfg, name, ctx.device, console=ctx.console)
         models[name] = trained
         cell = ctx.cell(design=name, part="train", key=trained.record["key"])
-        if not cell.done:
-            record_training(ctx, cell, name, trained)
-            samples = [niah(_rng(cfg.seed, 7, i), vocab, train_len, "single", [float(d)],
-                            kind=cfg.task.haystack, value_noise=cfg.task.value_noise)[0]
-                       for i, d in enumerate(np.linspace(0, 1, cfg.eval.train_len_samples))]
+        if cell.done:
+            continue
+        record_training(ctx, cell, name, trained)
+        train_len, at = training_facts(trained.record)["train_len"], check_len(trained.record, cfg)
+        where = "" if train_len else f" (it passed no curriculum stage: checked at the first stage's {at} tokens)"
+        single = lambda i, d: niah(_rng(cfg.seed, 7, i), vocab, at, "single", [float(d)], kind=cfg.task.haystack,
+                                   value_noise=cfg.task.value_noise)[0]
+        checks = [("niah_single", {}, None)] + ([(grid.task, g, grid.make) for g in grid.groups] if grid else [])
+        for c_i, (task, group, make) in enumerate(checks):
+            common = dict(task=task, context_len=at, train_len=train_len, dtype="float32", **group,
+                          **(grid.fields if make is not None else {}))
+            try:
+                if make is None:  # one needle per sample, at depths spread over the haystack
+                    samples = [single(i, d) for i, d in enumerate(np.linspace(0, 1, cfg.eval.train_len_samples))]
+                else:
+                    per = len(make(_rng(cfg.seed, 8, c_i, 0), at, group)[0].probes)
+                    samples = [s for i in range(-(-cfg.eval.train_len_samples // per))
+                               for s in make(_rng(cfg.seed, 8, c_i, i), at, group)]
+            except ValueError as ex:  # the task does not fit in this length
+                cell.record(name, "train/acc", None, "fraction", "skipped", note=str(ex), **common)
+                continue
             k, n = batch_accuracy(trained.model, samples, ctx.device)
             lo, hi = wilson(k, n)
-            floor_note = "" if name != "softmax" or k / n >= 0.95 else " BELOW the 95% sanity floor for softmax"
-            cell.record(name, "train/acc", k / n, "fraction", "measured", task="niah_single", context_len=train_len,
-                        n=n, ci_low=lo, ci_high=hi, train_len=train_len, dtype="float32",
-                        note=f"single needle at the training length{floor_note}")
-            cell.commit()
-            ctx.console.print(f"  {name}: single-needle accuracy at the training length {train_len}: {k}/{n}")
+            label = "single needle" if task == "niah_single" else f"{task} {group or ''}".strip()
+            cell.record(name, "train/acc", k / n, "fraction", "measured", n=n, ci_low=lo, ci_high=hi,
+                        note=f"{label} at the training length{where}", **common)
+            ctx.console.print(f"  {name}: {label} at the training length {at}: {k}/{n}")
+        cell.commit()
     return models
 
 
@@ -74,8 +98,8 @@ def run_grid(ctx, grid: Grid) -> None:
     cfg, dev = ctx.cfg, ctx.device
     start = time.perf_counter()
     budget = parse_duration(cfg.exp.budget)
-    models = prepare_models(ctx)
-    train_len = cfg.train.stages[-1].context_len
+    models = prepare_models(ctx, grid)
+    train_lens = {name: training_facts(t.record)["train_len"] for name, t in models.items()}
     mem_cap = memory_allowed(cfg.eval.memory_fraction)
     lengths = sorted(cfg.eval.context_lens)
 
@@ -100,7 +124,8 @@ def run_grid(ctx, grid: Grid) -> None:
         cell = ctx.cell(**coords, part="skip", budget=cfg.exp.budget)
         measured = any(ctx.cell(**coords, sample=i, part="eval").done for i in range(haystacks(coords["context_len"])))
         if not cell.done and not measured:
-            cell.record(coords["design"], grid.metric, None, "fraction", "skipped", task=grid.task, train_len=train_len,
+            cell.record(coords["design"], grid.metric, None, "fraction", "skipped", task=grid.task,
+                        train_len=train_lens[coords["design"]], **grid.fields,
                         context_len=coords["context_len"], note=reason, **{k: v for k, v in coords.items() if k not in ("design", "context_len")},
                         **est.as_fields())
             cell.commit()
@@ -140,7 +165,7 @@ def run_grid(ctx, grid: Grid) -> None:
                                      lambda: grid.make(_rng(cfg.seed, coords["context_len"], g_i, i), coords["context_len"], group))
             model = models[coords["design"]].model
             load_before = os.getloadavg()[0]
-            with PeakRSS() as peak:
+            with PeakRSS() as rss:
                 results, costs = [], defaultdict(float)
                 for sample in samples:
                     r, c = run_sample(model, sample, dev, cfg.eval.chunk)
@@ -148,19 +173,21 @@ def run_grid(ctx, grid: Grid) -> None:
                     for k, v in c.items():
                         costs[k] += v if k != "cache_bytes" else 0
                     costs["cache_bytes"] = max(costs["cache_bytes"], c["cache_bytes"])
-            common = dict(task=grid.task, context_len=coords["context_len"], sample=i, train_len=train_len, dtype="float32",
-                          backend="reference" if dev.type == "cpu" else "auto", **group)
+            common = dict(task=grid.task, context_len=coords["context_len"], sample=i, train_len=train_lens[coords["design"]],
+                          dtype="float32", backend="reference" if dev.type == "cpu" else "auto", **group)
             for j, r in enumerate(results):
                 extra = {"depth": _grid_depth(r.depth, cfg.eval.depths)} if grid.by == "depth" else {}
+                if r.lookups is not None:
+                    extra["lookups_correct"] = float(r.lookups.correct)
                 cell.record(coords["design"], f"{grid.metric.split('/')[0]}/probe", float(r.correct), "fraction", "measured",
-                            probe=j, hits=r.hits, targets=r.targets, **extra, **common)
+                            probe=j, hits=r.hits, targets=r.targets, **extra, **grid.fields, **common)
             load_after = os.getloadavg()[0]
             eff = prefill_efficiency(cfg, coords["design"], coords["context_len"], len(samples), costs["prefill_s"], hw)
             cell.record(coords["design"], "eval/prefill_s", costs["prefill_s"], "s", **common, estimated_s=round(est.seconds, 1),
                         planned=phase, haystacks=len(samples), load_before=load_before, load=load_after,
                         noisy=noisy(load_before, load_after), **eff)
-            cell.record(coords["design"], "eval/peak_rss_bytes", peak.peak, "bytes", **common,
-                        note="peak resident memory of the process while this cell ran")
+            cell.record(coords["design"], "eval/peak_rss_increase_bytes", rss.increase, "bytes", **common,
+                        note="per cell: peak resident memory while this cell ran minus the resident memory at its start")
             cell.record(coords["design"], "eval/cache_bytes", costs["cache_bytes"], "bytes", **common)
             cell.commit()
             acc = sum(r.correct for r in results) / max(1, len(results))
@@ -168,7 +195,7 @@ def run_grid(ctx, grid: Grid) -> None:
             rate += f" ({100 * eff['peak_fraction']:.0f}% of peak)" if "peak_fraction" in eff else ""
             finished(f"{label}: acc {acc:.2f}, prefill {costs['prefill_s']:.1f} s{rate}" + (" NOISY" if noisy(load_before, load_after) else ""))
 
-    aggregate(ctx, grid, train_len)
+    aggregate(ctx, grid, train_lens)
 
 
 def prefill_efficiency(cfg, design: str, n: int, prefills: int, seconds: float, hw) -> dict:
@@ -252,7 +279,7 @@ def _grid_depth(depth: float | None, grid: list[float]) -> float | None:
     return float(min(grid, key=lambda d: abs(d - depth)))
 
 
-def aggregate(ctx, grid: Grid, train_len: int) -> None:
+def aggregate(ctx, grid: Grid, train_lens: dict) -> None:
     """Accuracy per (design, length, group[, depth]) from every probe record of this config."""
     probe_metric = f"{grid.metric.split('/')[0]}/probe"
     probes = [r for r in read_jsonl(ctx.recorder.path)
@@ -279,7 +306,14 @@ def aggregate(ctx, grid: Grid, train_len: int) -> None:
             lo, hi = wilson(k, n)
             extra = {"depth": split} if split != "all" else {}
             cell.record(design, grid.metric, k / n, "fraction", "measured", task=grid.task, context_len=L, n=n,
-                        ci_low=lo, ci_high=hi, train_len=train_len, dtype="float32", **group, **extra)
+                        ci_low=lo, ci_high=hi, train_len=train_lens.get(design), dtype="float32", **grid.fields, **group, **extra)
+        diag = [r["lookups_correct"] for r in rs if r.get("lookups_correct") is not None]
+        if diag:  # the multi-hop diagnostic: the same chains as k single lookups, every key given
+            k, n = int(sum(diag)), len(diag)
+            lo, hi = wilson(k, n)
+            cell.record(design, f"{grid.metric.split('/')[0]}/lookup_acc", k / n, "fraction", "measured", task=grid.task,
+                        context_len=L, n=n, ci_low=lo, ci_high=hi, train_len=train_lens.get(design), dtype="float32",
+                        scoring="every hop, intermediate keys given (diagnostic)", **group)
         cell.commit()
         overall = sum(r["value"] for r in rs) / len(rs)
         ctx.console.print(f"  {design:<18} n={L:>9,} {group or ''} acc={overall:.2f} ({len(rs)} probes)")

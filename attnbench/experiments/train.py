@@ -3,11 +3,63 @@
 needle_4m and multihop call the same get_model(), so this experiment only exists to train
 ahead of time (e.g. one design per process: ``design=softmax threads=1``) and to ship
 checkpoints; its records are the training outcome per design.
+
+A checkpoint's record.json says how it was trained. Records written under the fair training
+rule (issue #10) carry ``rule``, ``train_len`` (the longest context of a curriculum stage the
+model passed; 0 if none) and ``stop_reason``; older records do not, and their ``train_len``
+is the config's last stage whether or not it was passed. ``training_facts`` reads both.
 """
 
 from __future__ import annotations
 
-from attnbench.train import get_model
+from pathlib import Path
+
+from attnbench.results import now
+
+STOP_REASONS = {  # what a record's status means, for records that do not say why they stopped
+    "done": "reached the floor at the last stage",
+    "stalled": "passed no stage for {patience} steps (patience)",
+    "budget": "hit its wall-clock budget ({budget})",
+    "tokens": "spent its token budget",
+    "max_steps": "hit train.max_steps",
+    "failed": "failed: {failure}",
+}
+
+
+def passed_len(stages: list[dict], final_stage: int, status: str) -> int:
+    """The longest context of a curriculum stage passed: stages 1 .. final_stage - 1, and the
+    last one too when training reached the floor there (status done). 0 if none."""
+    passed = int(final_stage) - 1 + (status == "done")
+    return max((int(s["context_len"]) for s in stages[:passed]), default=0)
+
+
+def training_facts(record: dict) -> dict:
+    """How a checkpoint was trained, from its record.json (old and new)."""
+    train = (record.get("config") or {}).get("train") or {}
+    rule = record.get("rule")
+    if rule is None:  # before the fair rule: each design ran under its own limits
+        rule = {"name": "none (per-design limits, before the fair rule)", "token_budget": None,
+                "patience": train.get("patience"), "floor": train.get("floor"), "advance_at": train.get("advance_at"),
+                "budget": train.get("budget")}
+    if "rule" in record and record.get("train_len") is not None:
+        train_len = int(record["train_len"])
+    else:
+        train_len = passed_len(train.get("stages") or [], record.get("final_stage", 1), record.get("status", ""))
+    stop = record.get("stop_reason") or STOP_REASONS.get(record.get("status"), record.get("status", "unknown")).format(
+        patience=train.get("patience"), budget=train.get("budget"), failure=record.get("failure"))
+    return {"rule": rule, "train_len": train_len, "stop_reason": stop, "steps": record.get("steps"),
+            "tokens": record.get("tokens"), "status": record.get("status"),
+            "time": record.get("finished") or record.get("time")}
+
+
+def source_of(folder: Path) -> str:
+    """The checkpoint's record.json, relative to the package's parent for shipped ones."""
+    path = Path(folder) / "record.json"
+    root = Path(__file__).resolve().parents[2]
+    try:
+        return str(path.resolve().relative_to(root))
+    except ValueError:
+        return str(path)
 
 
 def backend_label(record: dict, device) -> str:
@@ -20,22 +72,31 @@ def backend_label(record: dict, device) -> str:
 
 
 def record_training(ctx, cell, name: str, trained) -> None:
-    """The training outcome of one design as records (shared with needle_4m and multihop)."""
+    """The training outcome of one design as records (shared with needle_4m and multihop).
+
+    These rows are copied from the checkpoint's record.json: each names it (``source``) and
+    keeps its original time where the record has one (``time``; null where it has none), and
+    says when it was copied (``copied_at``)."""
     r = trained.record
+    facts = training_facts(r)
     status = "failed" if r["status"] == "failed" else "measured"
-    common = dict(backend=backend_label(r, ctx.device), dtype=r.get("dtype", "float32"), note=f"checkpoint: {trained.source}")
+    common = dict(backend=backend_label(r, ctx.device), dtype=r.get("dtype", "float32"), source=source_of(trained.folder),
+                  copied_at=now(), note=f"checkpoint: {trained.source}")
     cell.record(name, "train/steps_to_floor", r["steps"] if r["reached_floor"] else None, "steps", status,
-                tokens=r["tokens"], wall_s=r["wall_s"], reached=r["reached_floor"], floor=ctx.cfg.train.floor,
-                train_status=r["status"], final_stage=r["final_stage"], n_stages=r["n_stages"],
-                train_device=r["device"], processes=r.get("processes", 1), failure=r["failure"], **common)
+                steps=r["steps"], tokens=r["tokens"], wall_s=r["wall_s"], reached=r["reached_floor"],
+                floor=facts["rule"].get("floor"), rule=facts["rule"], train_len=facts["train_len"],
+                stop_reason=facts["stop_reason"], train_status=r["status"], final_stage=r["final_stage"],
+                n_stages=r["n_stages"], train_device=r["device"], processes=r.get("processes", 1), failure=r["failure"], time=facts["time"], **common)
     for part, n in r["params"].items():
-        cell.record(name, f"params/{part}", n, "count", "measured", **common)
+        cell.record(name, f"params/{part}", n, "count", "measured", time=facts["time"], **common)
     for point in r["curve"]:
         cell.record(name, "train/loss", point["loss"], "nats", "measured", step=point["step"], tokens=point["tokens"],
-                    acc=point["acc"], stage=point["stage"] + 1, **common)
+                    acc=point["acc"], stage=point["stage"] + 1, time=point.get("time"), **common)
 
 
 def run(ctx) -> None:
+    from attnbench.train import get_model  # torch; the report imports this module for training_facts
+
     for name in ctx.design_names:
         cell = ctx.cell(design=name, part="train")
         if cell.done:
@@ -44,6 +105,7 @@ def run(ctx) -> None:
         trained = get_model(ctx.cfg, name, ctx.device, console=ctx.console)
         record_training(ctx, cell, name, trained)
         cell.commit()
-        r = trained.record
+        r, facts = trained.record, training_facts(trained.record)
         ctx.console.print(f"  {name}: {r['status']} after {r['steps']} steps, {r['tokens']:,} tokens, {r['wall_s']:.0f} s "
-                          f"(stage {r['final_stage']}/{r['n_stages']}, floor reached: {r['reached_floor']})")
+                          f"(stage {r['final_stage']}/{r['n_stages']}, trained to {facts['train_len']} tokens: "
+                          f"{facts['stop_reason']})")

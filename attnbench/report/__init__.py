@@ -7,11 +7,11 @@ experiment's own (see report/figures.py). Names load lazily so that ``attnbench.
 
 from __future__ import annotations
 
-__all__ = ["ReportResult", "all_experiments", "build_report", "figure"]
+__all__ = ["ReportResult", "all_experiments", "build_report", "decision_report", "figure"]
 
 
 def __getattr__(name: str):
-    if name in ("ReportResult", "all_experiments", "build_report"):
+    if name in ("ReportResult", "all_experiments", "build_report", "decision_report"):
         from . import build
 
         return getattr(build, name)

@@ -2,6 +2,7 @@
 
     python -m attnbench report RUN_DIR [RUN_DIR ...] [--out DIR] [--no-pdf]
     python -m attnbench report --all-experiments        # experiments/<name>/ -> reports/<name>/
+    python -m attnbench report --decision               # every experiment -> reports/decision/
 
 Every experiment run ends by calling ``build_report`` on its own run directory (attnbench.cli).
 """
@@ -27,10 +28,10 @@ from attnbench import __version__
 from attnbench.redact import redact
 
 from .claims import judge_all
-from .data import FIGURE_DIR, RunData, fmt_len, is_preset, load
+from .data import FIGURE_DIR, NOT_MEASURED, RunData, is_preset, load
 from .figures import FIGURES, render
 from .pdf import PdfError, html_to_pdf
-from .tables import DECISION_METRICS, decision_table, other_table, presets_table
+from .tables import DECISION_METRICS, decision_table, other_table, presets_table, training_table
 
 
 @dataclass
@@ -150,17 +151,56 @@ def caveats(data: RunData) -> list[str]:
         out.append(f"Model scale: d_model {m.get('d_model')}, {m.get('n_layers')} layers, {m.get('n_heads')} heads of "
                    f"{m.get('head_dim')}, {m.get('n_experts')} experts top-{m.get('top_k_experts')}{size}; the production "
                    f"models in the claims have 10-460 billion. A verdict from trained models holds at this scale only.")
-    train = sorted(df["train_len"].dropna().unique())
-    if train:
-        out.append(f"Training length: {', '.join(fmt_len(t) for t in train)} tokens; accuracy at longer contexts is "
-                   f"extrapolation.")
-    proj = df[df["status"] == "projected"]
+    train = data.train
+    if train is not None and not train.empty:
+        parts = [f"{r['design']} {int(r['train_len']):,}" if pd.notna(r["train_len"]) and r["train_len"] > 0
+                 else f"{r['design']} none (passed no stage)" for _, r in train.iterrows()]
+        out.append(f"True training length (the longest curriculum stage each model passed): {'; '.join(parts)}. "
+                   f"Accuracy beyond it is extrapolation; a model that passed no stage was never trained on the task.")
+        if (train["rule"].map(lambda r: isinstance(r, dict) and str(r.get("name", "")).startswith("none"))).any():
+            out.append("No common training rule: these checkpoints were trained before the fair rule, each under its "
+                       "own budget and patience (see 'How the models were trained'), so their training budgets differ.")
+    acc = df[df["metric"].isin(["niah/acc", "multihop/acc"])]
+    if not acc.empty and acc["chance"].notna().any():
+        lv = acc.groupby(["metric", "task", "hops"], dropna=False)[["chance", "floor"]].mean().reset_index()
+        text = "; ".join(f"{r['metric']}" + (f" {r['hops']:g} hops" if pd.notna(r["hops"]) else "") +
+                         f": chance {r['chance']:.3g}, floor {r['floor']:.3g}" for _, r in lv.iterrows())
+        out.append(f"Chance and floor, computed from each task's generator: {text}. Chance is a uniform guess among the "
+                   f"task's answers; the floor is a uniform guess among this context's needle values (no lookup).")
+    single = df[(df["metric"] == "train/acc") & (df["task"] == "niah_single")]
+    own = df[(df["metric"] == "train/acc") & df["task"].notna() & (df["task"] != "niah_single")]
+    if not single.empty and own.empty:
+        out.append("Learned flags come from the single-needle check at the training length (no check of the "
+                   "experiment's own task was recorded): one needle has a floor of 1, so it shows a model finds the "
+                   "needle, not that it looks keys up.")
+    mh = df[df["metric"] == "multihop/acc"]
+    if not mh.empty and not (mh["scoring"] == "final value").any():
+        out.append("The multi-hop records here come from the older probe, which gave every intermediate key and "
+                   "scored all k answers: k independent lookups, not composition. They cannot test C3.")
+    if not df[df["metric"] == "eval/peak_rss_bytes"].empty:
+        out.append("eval/peak_rss_bytes (older runs) is the process's high-water mark while a cell ran, not the cell's "
+                   "own memory: a cell that ran after a larger one shows the larger one's peak. Newer runs record "
+                   "eval/peak_rss_increase_bytes, the increase over the cell's start.")
+    proj = df[df["status"].isin(NOT_MEASURED)]
     if not proj.empty:
         by = ", ".join(f"{m} ({n})" for m, n in proj["metric"].value_counts().sort_index().items())
-        out.append(f"Projected, not measured: {len(proj)} records from the cost model: {by}. They are drawn hollow, "
-                   f"dashed or hatched and marked with a dagger in tables, never as measurements.")
+        out.append(f"Projected or analytic, not measured: {len(proj)} records from the cost model or a formula: {by}. "
+                   f"They are drawn hollow, dashed or hatched and marked with a dagger in tables, never as measurements.")
+        if df["relabelled"].any():
+            out.append(f"{int(df['relabelled'].sum())} records were written as measured although computed from a formula "
+                       f"(method analytic); the report counts them as analytic.")
     else:
-        out.append("Nothing projected: every number is measured.")
+        out.append("Nothing projected or analytic: every number is measured.")
+    old_copies = df[(df["metric"] == "train/loss") & df["note"].astype(str).str.startswith("checkpoint:") & df["source"].isna()]
+    if not old_copies.empty:
+        out.append(f"{len(old_copies)} training-curve records were copied from checkpoints by an older version, which "
+                   f"stamped them with the time of the copy, not of the training, and did not name the source file; "
+                   f"newer runs keep the checkpoint's own times and its record.json path.")
+    copied = df[df["source"].notna() & (df["source"].astype(str) != "")]
+    if not copied.empty:
+        no_time = copied["time"].isna().sum()
+        out.append(f"{len(copied)} training records are copied from the checkpoints' record.json files (column source)"
+                   + (f"; {no_time} of them carry no time because the checkpoint recorded none" if no_time else "") + ".")
     for status in ("skipped", "failed"):
         part = df[df["status"] == status]
         if not part.empty:
@@ -200,11 +240,12 @@ def facts(data: RunData) -> list[tuple[str, str]]:
     exps = ", ".join(sorted({str(e) for e in df["exp"].dropna()} | {str(h.get("exp")) for h in data.headers}))
     devices = ", ".join(sorted({str(d) for d in df["device"].dropna()})) or "—"
     return [("experiments", exps or "—"), ("results files", str(len(data.files))), ("devices", devices),
-            ("records", ", ".join(f"{counts.get(s, 0)} {s}" for s in ("measured", "projected", "skipped", "failed")))]
+            ("records", ", ".join(f"{counts.get(s, 0)} {s}" for s in ("measured", "projected", "analytic", "skipped", "failed")))]
 
 
 def build_report(paths: Iterable[Path | str], out_dir: Path | str | None = None, *, pdf: bool = True,
-                 pdf_timeout_s: float = 60.0, command: str | None = None, title: str | None = None) -> ReportResult:
+                 pdf_timeout_s: float = 60.0, command: str | None = None, title: str | None = None,
+                 intro: str | None = None) -> ReportResult:
     """Write report.html (and report.pdf) for the records under ``paths`` into ``out_dir``.
 
     ``out_dir`` defaults to the one run directory given, or the directory the given ones share.
@@ -226,18 +267,21 @@ def build_report(paths: Iterable[Path | str], out_dir: Path | str | None = None,
     t = time.perf_counter()
     df = data.records
     shown = set(DECISION_METRICS) | {m for f in FIGURES for m in f.metrics}
+    df = data.records
     exps = sorted({str(e) for e in df["exp"].dropna()} | {str(h.get("exp")) for h in data.headers if h.get("exp")})
     times = [str(x) for x in df["time"].dropna()] + [str(f.get("ended")) for f in data.footers]
     context = {
         "title": title or f"attnbench report: {', '.join(exps) or 'no records'}",
+        "intro": intro,
         "version": __version__,
         "generated": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "last_record": max(times) if times else None,
         "run_states": run_states(data),
         "facts": facts(data),
-        "decision": decision_table(df),
+        "decision": decision_table(df, data.train),
+        "training": training_table(data.train),
         "presets": presets_table(df),
-        "claims": judge_all(df),
+        "claims": judge_all(df, data.train),
         "figures": figures,
         "other": other_table(df, shown),
         "caveats": caveats(data),
@@ -262,17 +306,37 @@ def build_report(paths: Iterable[Path | str], out_dir: Path | str | None = None,
     return ReportResult(html_path, pdf_path, pdf_error, fig_files, seconds, data.problems)
 
 
+def experiment_dirs(root: Path | str = ".") -> list[Path]:
+    """experiments/<name>/ folders that hold at least one results.jsonl."""
+    root = Path(root)
+    return [p for p in sorted((root / "experiments").iterdir()) if p.is_dir()
+            and any(f for f in p.rglob("results.jsonl") if "wandb" not in f.parts)]
+
+
 def all_experiments(root: Path | str = ".", *, pdf: bool = True) -> list[ReportResult]:
     """experiments/<name>/ (its results.jsonl files, below it too) -> reports/<name>/report.{html,pdf}."""
     root = Path(root)
     results = []
-    for exp_dir in sorted(p for p in (root / "experiments").iterdir() if p.is_dir()):
-        if not any(f for f in exp_dir.rglob("results.jsonl") if "wandb" not in f.parts):
-            continue
+    for exp_dir in experiment_dirs(root):
         out = root / "reports" / exp_dir.name
         results.append(build_report([exp_dir], out, pdf=pdf, command="python -m attnbench report --all-experiments",
                                     title=f"attnbench report: {exp_dir.name} (recorded reference runs)"))
     return results
 
 
-__all__ = ["ReportResult", "build_report", "all_experiments"]
+DECISION_DIR = "decision"
+
+
+def decision_report(root: Path | str = ".", *, pdf: bool = True) -> ReportResult:
+    """Every recorded experiment merged into reports/decision/: the page a team reads to decide."""
+    root = Path(root)
+    dirs = experiment_dirs(root)
+    if not dirs:
+        raise FileNotFoundError(f"{root / 'experiments'}: no results.jsonl in any experiment folder")
+    return build_report(dirs, root / "reports" / DECISION_DIR, pdf=pdf, command="python -m attnbench report --decision",
+                        title="attnbench decision report: every recorded experiment",
+                        intro=f"Merged from {', '.join(d.name for d in dirs)} (experiments/<name>/). Each table cell and "
+                              f"claim names the records it comes from; hover a cell for its source.")
+
+
+__all__ = ["ReportResult", "build_report", "all_experiments", "decision_report"]

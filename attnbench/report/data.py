@@ -20,7 +20,11 @@ COLUMNS = (
     "context_len", "depth", "seed", "backend", "device", "dtype", "task", "hops", "n", "ci_low", "ci_high",
     "train_len", "scope", "op", "p25_ms", "p75_ms", "preset", "vs", "method", "bracket", "step", "hardware",
     "noisy", "load", "roofline_s", "peak_fraction", "gflop_per_s",
+    "hop_task", "scoring", "rule", "stop_reason", "steps", "tokens", "train_status", "final_stage", "n_stages", "source",
+    "shape", "relation", "impl",
 )
+# Statuses of numbers that were not timed or counted here: drawn hollow/dashed, marked with a dagger.
+NOT_MEASURED = ("projected", "analytic")
 # The designs in the order tables and legends list them; unknown names follow alphabetically.
 DESIGN_ORDER = ("softmax", "lightning", "lightning_hybrid", "sliding_window", "swa_hybrid", "msa")
 LEN_128K, LEN_1M, LEN_4M = 131072, 1048576, 4194304
@@ -34,6 +38,7 @@ class RunData:
     footers: list[dict]  # one per (re)start that ended through attnbench.cli (completed | interrupted | failed)
     files: list[Path]
     problems: list[str] = field(default_factory=list)  # per damaged file, one line naming what was left out
+    train: pd.DataFrame | None = None  # how each design's model was trained (report/quality.py: training)
 
     @property
     def empty(self) -> bool:
@@ -87,12 +92,21 @@ def load(paths: Iterable[Path | str]) -> RunData:
     for col in (*COLUMNS, "run_dir"):
         if col not in df.columns:
             df[col] = None
-    df = df.astype({c: object for c in df.columns})  # keep ints ints and lists lists
+    df = df.astype({c: object for c in df.columns}).copy()  # keep ints ints and lists lists; one block
     df["v"] = pd.to_numeric(df["value"].map(_number), errors="coerce").astype(float)
     for col in ("context_len", "depth", "hops", "train_len", "seed", "step", "ci_low", "ci_high", "p25_ms", "p75_ms", "n",
-                "roofline_s", "peak_fraction", "gflop_per_s"):
+                "roofline_s", "peak_fraction", "gflop_per_s", "steps", "tokens", "final_stage", "n_stages"):
         df[col] = pd.to_numeric(df[col], errors="coerce")
-    return RunData(df, headers, footers, files, problems)
+    # Older runs wrote some formula results (method "analytic") as measured: they are analytic.
+    relabel = (df["status"] == "measured") & (df["method"] == "analytic")
+    df.loc[relabel, "status"] = "analytic"
+    df["relabelled"] = relabel
+    from .quality import add_learned, add_levels, training
+
+    df = add_levels(df.copy(), headers)
+    train = training(df, headers)
+    df = add_learned(df, train).copy()  # one block per dtype again after the added columns
+    return RunData(df, headers, footers, files, problems, train)
 
 
 def _number(value):

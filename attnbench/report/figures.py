@@ -1,11 +1,15 @@
 """The report's figures: one function each, keyed on the shared metric names (results.METRICS).
 
 Every function takes the records table (report.data) and returns a matplotlib Figure, or
-None when its metrics have no records yet (the report then says so). One print-readable
+None when its metrics have no records yet (the report then says so). Accuracy figures draw
+the task's chance level and its "values in context" floor (report/quality.py), each design's
+95% interval, and a design that did not learn the task at its training length as a thin
+dotted line labelled so: it is shown, never read as a result. One print-readable
 style; a design keeps its colour in every figure. Status is always visible:
 
   measured   solid line, filled markers, solid bars
   projected  dashed line, hollow markers, hatched hollow bars, "(projected)" in the label
+             (analytic records, computed from a formula, are drawn the same way)
   skipped    an x on the axis (heatmaps: a hatched grey cell saying "skipped")
   failed     a red x (heatmaps: a hatched cell saying "failed")
 
@@ -27,7 +31,8 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch, Rectangle
 from matplotlib.ticker import FuncFormatter
 
-from .data import LEN_1M, design_order, designs, fmt_bytes, fmt_len, is_preset, metric, pooled, varying
+from .data import LEN_1M, NOT_MEASURED, design_order, designs, fmt_bytes, fmt_len, is_preset, metric, pooled, varying
+from .quality import pooled_acc
 
 STYLE = {
     "font.size": 9, "axes.titlesize": 10, "axes.labelsize": 9, "legend.fontsize": 7.5,
@@ -113,6 +118,8 @@ def status_legend(ax, statuses: set[str]) -> None:
         handles.append(Line2D([], [], color="0.3", marker="x", ls="none", label="skipped"))
     if "failed" in statuses:
         handles.append(Line2D([], [], color="red", marker="x", ls="none", label="failed"))
+    if "not learned" in statuses:
+        handles.append(Line2D([], [], color="0.3", marker="o", ms=3, ls=":", mfc="white", label="did not learn the task"))
     if handles:
         ax.add_artist(Legend(ax, handles, [h.get_label() for h in handles], loc="lower left", bbox_to_anchor=(1.01, 0.0),
                              title="status", title_fontsize=7.5, borderaxespad=0, alignment="left"))
@@ -127,12 +134,12 @@ def plot_status_series(ax, g: pd.DataFrame, x: str, y: str, color: str, marker: 
     """
     seen = set()
     measured = g[g["status"] == "measured"].dropna(subset=[x, y]).sort_values(x)
-    projected = g[g["status"] == "projected"].dropna(subset=[x, y]).sort_values(x)
+    projected = g[g["status"].isin(NOT_MEASURED)].dropna(subset=[x, y]).sort_values(x)
     if not measured.empty:
         seen.add("measured")
         ax.plot(measured[x], measured[y], ls="-", marker=marker, color=color, label=label)
     if not projected.empty:
-        seen.add("projected")
+        seen.add("projected")  # analytic records are drawn the same way
         bridge = measured[measured[x] < projected[x].min()].tail(1)
         line = pd.concat([bridge, projected])
         ax.plot(line[x], line[y], ls="--", color=color, label=None if not measured.empty else label)
@@ -183,8 +190,10 @@ def facet_grid(n: int, max_cols: int = 3, height: float = 2.6, **kw):
 
 
 @figure("niah_heatmap", "Needle-in-a-haystack: accuracy by depth and context length",
-        ("niah/acc",), "Each cell: mean accuracy over seeds (red 0 to green 1). Hatched grey: skipped "
-        "or failed (see the records); light grey dash: not run for this design.")
+        ("niah/acc",), "Each cell: mean accuracy over seeds (red 0 to green 1); the colour bar marks the task's "
+        "chance level (dotted) and values-in-context floor (dashed). Hatched grey: skipped or failed (see the "
+        "records); light grey dash: not run for this design. A panel titled 'did not learn the task' is a model "
+        "that did not learn it at its training length.")
 def niah_heatmap(df: pd.DataFrame) -> Figure | None:
     d = metric(df, "niah/acc")
     if d.empty:
@@ -207,10 +216,10 @@ def niah_heatmap(df: pd.DataFrame) -> Figure | None:
         marks = {}
         for (depth, length), cell in g.groupby(["depth", "context_len"]):
             i, j = depths.index(depth), lens.index(length)
-            ok = cell[cell["status"].isin(["measured", "projected"])]
+            ok = cell[cell["status"].isin(("measured",) + NOT_MEASURED)]
             if not ok.empty:
                 grid[i, j] = ok["v"].mean()
-                marks[(i, j)] = "proj." if (ok["status"] == "projected").all() else None
+                marks[(i, j)] = "proj." if ok["status"].isin(NOT_MEASURED).all() else None
             else:
                 marks[(i, j)] = "failed" if (cell["status"] == "failed").any() else "skipped"
         whole = g[g["depth"].isna() & g["status"].isin(["skipped", "failed"])]  # a length skipped at every depth
@@ -237,23 +246,86 @@ def niah_heatmap(df: pd.DataFrame) -> Figure | None:
         ax.set_xticks(range(len(lens)), [fmt_len(x) for x in lens], rotation=45 if len(lens) > 6 else 0)
         ax.set_yticks(range(len(depths)), [f"{100 * x:g}%" for x in depths])
         ax.grid(False)
-        ax.set_title(f"{name}" + (f" ({task})" if task and d["task"].nunique() > 1 else ""))
+        ax.set_title(f"{name}" + (f" ({task})" if task and d["task"].nunique() > 1 else "")
+                     + ("\n(did not learn the task)" if _learned(g) is False else ""), fontsize=9)
         ax.set_xlabel("context length")
         ax.set_ylabel("needle depth")
-    fig.colorbar(im, ax=list(axes), shrink=0.8, label="accuracy")
+    cb = fig.colorbar(im, ax=list(axes), shrink=0.8, label="accuracy")
+    for col, ls in (("floor", "--"), ("chance", ":")):  # the task's levels, marked on the colour scale
+        if d[col].notna().any():
+            y = float(d[col].mean())
+            cb.ax.axhline(y, color="black", ls=ls, lw=1.2)
+            cb.ax.annotate(f"{'floor' if col == 'floor' else 'chance'} {y:.2g}", (1.05, y), xycoords=("axes fraction", "data"),
+                           fontsize=6.5, va="center", annotation_clip=False)
     return fig
 
 
 def _train_lens(ax, d: pd.DataFrame) -> None:
-    for i, t in enumerate(sorted(d["train_len"].dropna().unique())):
+    """A dotted vertical line at each true training length (0, no stage passed, is not drawn)."""
+    lens = d.dropna(subset=["train_len"]).groupby("train_len")["design"].agg(lambda x: ", ".join(design_order(set(x))))
+    for i, (t, who) in enumerate(lens.items()):
+        if t <= 0:
+            continue
         ax.axvline(t, color="0.35", ls=":", lw=1.2)
-        ax.annotate(f"trained at {fmt_len(t)}", (t, 1.0), xycoords=("data", "axes fraction"), rotation=90,
-                    va="top", ha="right", fontsize=7, color="0.35", xytext=(-2, -2 - 40 * i), textcoords="offset points")
+        ax.annotate(f"trained to {fmt_len(t)}: {who}", (t, 1.0), xycoords=("data", "axes fraction"), rotation=90,
+                    va="top", ha="right", fontsize=6.5, color="0.35", xytext=(-2, -2 - 40 * i), textcoords="offset points")
+
+
+def _levels(ax, d: pd.DataFrame, x: str | None = None) -> None:
+    """The task's chance level and "values in context" floor: horizontal lines (x=None), or
+    a step line along ``x`` when they differ with it (hops)."""
+    for col, ls, label in (("floor", "--", "values-in-context floor"), ("chance", ":", "chance")):
+        lv = d.dropna(subset=[col])
+        if lv.empty:
+            continue
+        if x is None or lv.groupby(x)[col].mean().nunique() == 1:
+            y = float(lv[col].mean())
+            ax.axhline(y, color="0.45", ls=ls, lw=1.0, zorder=0)
+            ax.annotate(f"{label} {y:.2g}", (1.0, y), xycoords=("axes fraction", "data"), ha="right", va="bottom",
+                        fontsize=6.5, color="0.35")
+        else:
+            per = lv.groupby(x)[col].mean().sort_index()
+            ax.plot(per.index, per.values, color="0.45", ls=ls, lw=1.0, drawstyle="steps-mid", zorder=0, label=label)
+
+
+def _learned(g: pd.DataFrame) -> bool | None:
+    flags = g["learned"].dropna() if "learned" in g.columns else pd.Series(dtype=object)
+    return None if flags.empty else bool(flags.iloc[0])
+
+
+def _acc_series(g: pd.DataFrame, x: str) -> pd.DataFrame:
+    """Per x: the pooled accuracy and its 95% Wilson interval (measured), or the status mark."""
+    rows = []
+    for (xv, status), gg in g.groupby([x, "status"], dropna=True):
+        a = pooled_acc(gg) if status == "measured" else None
+        rows.append({x: xv, "status": status, "v": a.p if a else gg["v"].mean(),
+                     "lo": a.lo if a else np.nan, "hi": a.hi if a else np.nan})
+    return pd.DataFrame(rows, columns=[x, "status", "v", "lo", "hi"])
+
+
+def _plot_acc(ax, g: pd.DataFrame, x: str, name: str, names: list[str]) -> set[str]:
+    color, marker = style(name, names)
+    m = _acc_series(g, x)
+    learned = _learned(g)
+    if learned is False:  # shown, never read as a result: thin, dotted, pale, no band
+        meas = m[m["status"] == "measured"].sort_values(x)
+        ax.plot(meas[x], meas["v"], ls=":", lw=1.0, marker=marker, ms=3, mfc="white", color=color, alpha=0.6,
+                label=f"{name} (did not learn the task)")
+        return {"measured", "not learned"} | (set(m["status"]) & {"skipped", "failed"})
+    seen = plot_status_series(ax, m, x, "v", color, marker, name if learned else f"{name} (no learned check)")
+    band = m[(m["status"] == "measured") & m["lo"].notna()].sort_values(x)
+    if len(band) > 1:
+        ax.fill_between(band[x], band["lo"], band["hi"], color=color, alpha=0.12, lw=0)
+    elif len(band) == 1:
+        ax.vlines(band[x], band["lo"], band["hi"], color=color, lw=1)
+    return seen
 
 
 @figure("niah_vs_length", "Needle-in-a-haystack: accuracy against context length",
-        ("niah/acc",), "Mean over needle depths, seeds and runs; the band spans their min to max. "
-        "Dotted: the training length; right of it the model extrapolates.")
+        ("niah/acc",), "Accuracy over needle depths, seeds and runs pooled; the band is its 95% Wilson interval. "
+        "Grey: the task's chance level (dotted) and its values-in-context floor (dashed: a guess among this context's "
+        "needle values, no lookup). Dotted vertical: each model's true training length. A thin dotted line is a model "
+        "that did not learn the task at its training length: shown, not a result.")
 def niah_vs_length(df: pd.DataFrame) -> Figure | None:
     d = pooled(metric(df, "niah/acc"))
     if d.empty:
@@ -265,13 +337,9 @@ def niah_vs_length(df: pd.DataFrame) -> Figure | None:
     statuses: set[str] = set()
     for ax, task in zip(axes, tasks):
         t = d[d["task"] == task]
+        _levels(ax, t)
         for name in designs(t):
-            color, marker = style(name, names)
-            m = mean_by(t[t["design"] == name], ["context_len", "status"])
-            statuses |= plot_status_series(ax, m, "context_len", "v", color, marker, name)
-            band = m[m["status"] == "measured"]
-            if len(band) > 1 and (band["min"] < band["max"]).any():
-                ax.fill_between(band["context_len"], band["min"], band["max"], color=color, alpha=0.12, lw=0)
+            statuses |= _plot_acc(ax, t[t["design"] == name], "context_len", name, names)
         _train_lens(ax, t)
         len_axis(ax)
         ax.set_ylim(-0.02, 1.05)
@@ -285,26 +353,33 @@ def niah_vs_length(df: pd.DataFrame) -> Figure | None:
 
 
 @figure("multihop", "Multi-hop: accuracy by hops, per context length",
-        ("multihop/acc",), "Mean over seeds. Each panel one context length; x: number of hops.")
+        ("multihop/acc",), "Compositional probes (start key given, final value scored); runs and seeds pooled, bars "
+        "the 95% Wilson interval. Grey dashed: the values-in-context floor per hop count. A thin dotted line is a model "
+        "that did not learn the task at its training length. Older records scored every hop with the keys given; "
+        "their panel says so.")
 def multihop(df: pd.DataFrame) -> Figure | None:
     d = metric(df, "multihop/acc")
     if d.empty or d["hops"].dropna().empty:
         return None
+    final = d["scoring"] == "final value"
+    d = d[final] if final.any() else d
     lens = sorted(d["context_len"].dropna().unique()) or [np.nan]
     fig, axes = facet_grid(len(lens), max_cols=4, height=2.6, sharey=True)
     names = designs(df)
     statuses: set[str] = set()
     for ax, length in zip(axes, lens):
         t = d[d["context_len"] == length] if pd.notna(length) else d
+        _levels(ax, t, "hops")
         for name in designs(t):
-            color, marker = style(name, names)
-            m = mean_by(t[t["design"] == name], ["hops", "status"])
-            statuses |= plot_status_series(ax, m, "hops", "v", color, marker, name)
+            statuses |= _plot_acc(ax, t[t["design"] == name], "hops", name, names)
         ax.set_title(f"context {fmt_len(length)}")
         ax.set_xlabel("hops")
         ax.set_ylim(-0.02, 1.05)
         ax.xaxis.get_major_locator().set_params(integer=True)
     axes[0].set_ylabel("accuracy")
+    if not final.any():
+        fig.suptitle("older records: every hop scored with the intermediate keys given (k single lookups, not "
+                     "composition)", fontsize=8)
     design_legend(axes[-1])
     status_legend(axes[-1], statuses)
     return fig
@@ -359,7 +434,7 @@ def _crossovers(ax, x: pd.DataFrame, names: list[str]) -> None:
         if pd.isna(r["v"]):
             continue
         color, _ = style(r["design"], names)
-        analytic = r["status"] == "projected" or r.get("method") == "analytic"
+        analytic = r["status"] in NOT_MEASURED or r.get("method") == "analytic"
         ax.axvline(r["v"], color=color, ls="--" if analytic else "-", lw=1, alpha=0.9)
         bracket = r.get("bracket")
         if isinstance(bracket, (list, tuple)) and len(bracket) == 2 and all(b is not None for b in bracket):
@@ -422,7 +497,7 @@ def memory(df: pd.DataFrame) -> Figure | None:
         return str(r["preset"]) if pd.notna(r["preset"]) and r["preset"] != "" else str(r["design"])
 
     def bar_style(r, color):
-        if r["status"] == "projected":
+        if r["status"] in NOT_MEASURED:
             return dict(facecolor="white", edgecolor=color, hatch="////", lw=1)
         if r["status"] in ("skipped", "failed"):
             return dict(facecolor="#dddddd", edgecolor="red" if r["status"] == "failed" else "grey", hatch="xx", lw=1)
@@ -442,9 +517,9 @@ def memory(df: pd.DataFrame) -> Figure | None:
         p = p.sort_values(["kind", "who"]).drop_duplicates(["who", "dtype", "status"], keep="last")
         labels = [f"{r.who}" + (f" ({r.dtype})" if pd.notna(r.dtype) else "") for r in p.itertuples()]
         for i, (_, r) in enumerate(p.iterrows()):
-            value = r["v"] if r["status"] in ("measured", "projected") and pd.notna(r["v"]) else 0
+            value = r["v"] if r["status"] in ("measured",) + NOT_MEASURED and pd.notna(r["v"]) else 0
             ax.barh(i, value, **bar_style(r, color_of(r)))
-            text = f" {fmt_bytes(value)}" if r["status"] in ("measured", "projected") else f" {r['status']}"
+            text = f" {fmt_bytes(value)}" if r["status"] in ("measured",) + NOT_MEASURED else f" {r['status']}"
             if value > 0:
                 ax.text(value, i, text, va="center", fontsize=7)
             else:  # a log axis has no 0: write it at the axis
@@ -473,7 +548,7 @@ def memory(df: pd.DataFrame) -> Figure | None:
             g = t[t["who"] == w]
             for i, (_, r) in enumerate(g.dropna(subset=["context_len"]).iterrows()):
                 x = lens.index(r["context_len"]) + (k - (len(whos) - 1) / 2) * width
-                value = r["v"] if r["status"] in ("measured", "projected") and pd.notna(r["v"]) else 0
+                value = r["v"] if r["status"] in ("measured",) + NOT_MEASURED and pd.notna(r["v"]) else 0
                 ax.bar(x, value, width, **bar_style(r, color_of(r)), label=w if i == 0 else None)
         ax.set_xticks(range(len(lens)), [fmt_len(x) for x in lens])
         if (t["v"] > 0).any():
@@ -486,8 +561,8 @@ def memory(df: pd.DataFrame) -> Figure | None:
     ax.set_title("total")
     statuses = set(per_tok["status"]) | set(total["status"])
     handles = [Patch(facecolor="0.4", label="measured")] if "measured" in statuses else []
-    if "projected" in statuses:
-        handles.append(Patch(facecolor="white", edgecolor="0.4", hatch="////", label="projected"))
+    if statuses & set(NOT_MEASURED):
+        handles.append(Patch(facecolor="white", edgecolor="0.4", hatch="////", label="projected / analytic"))
     if handles:
         fig.legend(handles=handles, loc="outside lower center", ncols=len(handles), title=None)
     return fig
@@ -496,7 +571,7 @@ def memory(df: pd.DataFrame) -> Figure | None:
 def state_bytes_at(df: pd.DataFrame, name: str, length: float) -> tuple[float, str]:
     """Cache/state bytes of ``name`` at ``length``: a memory/total_bytes record there, else
     fixed_state + per_token x length from its records. (bytes, how) or (nan, '')."""
-    own = df[(df["design"] == name) & ~is_preset(df) & df["status"].isin(["measured", "projected"])]
+    own = df[(df["design"] == name) & ~is_preset(df) & df["status"].isin(("measured",) + NOT_MEASURED)]
     tot = own[(own["metric"] == "memory/total_bytes") & (own["context_len"] == length)]
     if not tot.empty:
         return float(tot["v"].mean()), "recorded total"
@@ -533,8 +608,10 @@ def pareto(df: pd.DataFrame) -> Figure | None:
     names = designs(df)
     for name, size, acc, _ in points:
         color, marker = style(name, names)
-        ax.plot(size, acc, marker=marker, color=color, ms=8, ls="none", label=name)
-        ax.annotate(name, (size, acc), xytext=(5, 4), textcoords="offset points", fontsize=7.5, color=color)
+        untrained = _learned(d[d["design"] == name]) is False
+        ax.plot(size, acc, marker=marker, color=color, ms=8, ls="none", label=name, mfc="white" if untrained else color)
+        ax.annotate(name + (" (did not learn)" if untrained else ""), (size, acc), xytext=(5, 4), textcoords="offset points",
+                    fontsize=7.5, color=color)
     front, best = [], -1.0
     for name, size, acc, _ in sorted(points, key=lambda p: (p[1], -p[2])):
         if acc > best:
@@ -543,6 +620,7 @@ def pareto(df: pd.DataFrame) -> Figure | None:
     if len(front) > 1:
         xs, ys = zip(*front)
         ax.step(xs, ys, where="post", color="0.5", ls="-", lw=1, zorder=0)
+    _levels(ax, d[d["context_len"] == length])
     ax.set_xscale("log", base=2)
     ax.xaxis.set_major_formatter(FuncFormatter(lambda y, _: fmt_bytes(y)))
     ax.set_ylim(-0.02, 1.05)

@@ -1,21 +1,24 @@
-"""The report's tables: the one-screen decision table, production presets, other measurements.
+"""The report's tables: the one-screen decision table, training, production presets, other measurements.
 
-A cell says how it was obtained: measured (plain), projected (cost model: italic, marked),
-skipped or failed (say so), or no records yet ("—"). A cell never averages measured and
-projected values together: it shows the measured mean when there is one.
+A cell says how it was obtained: measured (plain), projected or analytic (cost model or a
+formula: italic, marked), skipped or failed (say so), or no records yet ("—"); its hover text
+says where it comes from. A cell never averages measured and projected values together: it
+shows the measured mean when there is one. Accuracies carry their 95% interval.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
 import pandas as pd
 
-from .data import LEN_1M, LEN_4M, LEN_128K, designs, fmt_bytes, fmt_len, fmt_num, is_preset, metric, pooled
+from .data import LEN_1M, LEN_4M, LEN_128K, NOT_MEASURED, designs, fmt_bytes, fmt_len, fmt_num, is_preset, metric, pooled
+from .quality import (EFFECTIVE_LOWER_BOUND, LEARNED_LOWER_BOUND, effective_length, experiment_task, learned, levels_of,
+                      pooled_acc)
 
 BASELINE = "softmax"
-SPEED_LENGTHS = (LEN_128K, LEN_1M)
 TOTAL_LENGTHS = (LEN_128K, LEN_1M, LEN_4M)
 
 
@@ -24,6 +27,7 @@ class Cell:
     text: str
     kind: str = ""  # "" (measured) | projected | skipped | failed | none
     title: str = ""  # hover text: how the value was obtained
+    sub: str = ""  # a second, smaller line (an interval)
 
 
 @dataclass
@@ -51,10 +55,10 @@ def summarize(g: pd.DataFrame, fmt: Callable[[float], str] = fmt_num) -> Cell:
     """The measured mean if any, else the projected mean (marked), else skipped/failed, else —."""
     if g.empty:
         return NONE
-    for status in ("measured", "projected"):
+    for status in ("measured", "projected", "analytic"):
         s = g.loc[g["status"] == status, "v"].dropna()
         if not s.empty:
-            other = "; projected values exist too" if status == "measured" and (g["status"] == "projected").any() else ""
+            other = "; projected values exist too" if status == "measured" and g["status"].isin(NOT_MEASURED).any() else ""
             return Cell(fmt(s.mean()), "" if status == "measured" else "projected",
                         f"mean of {len(s)} {status} record(s){other}")
     status = "failed" if (g["status"] == "failed").any() else "skipped"
@@ -62,101 +66,251 @@ def summarize(g: pd.DataFrame, fmt: Callable[[float], str] = fmt_num) -> Cell:
     return Cell(status, status, notes or status)
 
 
-def _acc_cells(df: pd.DataFrame, name: str, metric_name: str, lengths: list) -> list[Cell]:
-    d = pooled(metric(df, metric_name))
-    d = d[d["design"] == name]
-    return [summarize(d[d["context_len"] == n], lambda v: f"{v:.2f}") for n in lengths] if lengths else [NONE]
-
-
-def speed_vs_baseline(df: pd.DataFrame, name: str, phase: str, length: int) -> Cell:
-    """Baseline time / design time at ``length`` (above 1: faster), per device, same scope and dtype."""
-    d = metric(df, f"latency/{phase}_ms")
-    d = d[d["context_len"] == length]
-    if name == BASELINE:
-        return Cell("1 (baseline)", "", "the baseline") if not d[d["design"] == BASELINE].empty else NONE
-    own, base = d[d["design"] == name], d[d["design"] == BASELINE]
-    if own.empty:
+def acc_cell(d: pd.DataFrame, title: str = "") -> Cell:
+    """Accuracy with its 95% Wilson interval (runs and seeds pooled), or skipped/failed, or —."""
+    if d.empty:
         return NONE
-    parts, kinds = [], set()
-    keys = ["device", "scope", "dtype"]
-    for key, o in own.groupby(keys, dropna=False):
-        b = base
-        for k, v in zip(keys, key):
-            b = b[b[k].isna()] if pd.isna(v) else b[b[k] == v]
-        co, cb = summarize(o), summarize(b)
-        if co.kind in ("", "projected") and cb.kind in ("", "projected"):
-            ratio = b.loc[b["status"] == ("measured" if cb.kind == "" else "projected"), "v"].mean() / \
-                o.loc[o["status"] == ("measured" if co.kind == "" else "projected"), "v"].mean()
-            kinds.add("projected" if "projected" in (co.kind, cb.kind) else "")
-            where = f" ({key[0]})" if own["device"].nunique() > 1 else ""
-            parts.append(f"{ratio:.2f}x{where}")
-        elif co.kind in ("skipped", "failed"):
-            parts.append(co.text)
-            kinds.add(co.kind)
-    if not parts:
-        return Cell("no baseline", "none", f"no {BASELINE} timing at {fmt_len(length)} to compare with")
-    kind = "projected" if "projected" in kinds else (kinds.pop() if len(kinds) == 1 else "")
-    return Cell(" / ".join(parts), kind, f"{BASELINE} {phase} time / {name} {phase} time at {fmt_len(length)}")
+    acc = pooled_acc(d)
+    if acc is None:
+        return summarize(d)
+    count = f"{acc.fraction} probes; " if pd.notna(acc.n) else ""
+    chance, floor = levels_of(d)
+    levels = f"; chance {chance:.3g}, values-in-context floor {floor:.3g}" if pd.notna(chance) else ""
+    return Cell(f"{acc.p:.2f}", "", f"{acc.text()}: {count}95% Wilson interval{levels}{'; ' + title if title else ''}",
+                sub=f"[{acc.lo:.2f}–{acc.hi:.2f}]")
+
+
+def learned_cell(df: pd.DataFrame, name: str, task: str | None, train: pd.DataFrame, hops=None) -> Cell:
+    got = learned(df, name, task, hops=hops, train=train)
+    if got.flag is None:
+        return Cell("no check", "none", got.why)
+    return Cell(("yes" if got.flag else "no") + (" *" if got.fallback else ""), "" if got.flag else "failed", got.why,
+                sub=got.acc.text() if got.acc else "")
+
+
+LETTERS = {"S": "softmax", "L": "lightning", "W": "sliding_window", "M": "msa"}
+
+
+def design_times(df: pd.DataFrame, name: str, phase: str, layout: str) -> pd.DataFrame:
+    """Measured times of ``name`` (exp, device, scope, dtype, context_len -> ms); a design timed
+    only through its letters (a hybrid) is composed from its letters' measured layer times."""
+    d = metric(df, f"latency/{phase}_ms")
+    d = d[(d["status"] == "measured") & d["v"].notna()]
+    keys = ["exp", "device", "scope", "dtype", "context_len"]
+    own = d[d["design"] == name]
+    if not own.empty:
+        return own.groupby(keys, dropna=False)["v"].median().reset_index().assign(how="measured")
+    letters = {c: layout.count(c) / len(layout) for c in set(layout)} if layout else {}
+    if not letters or not all(LETTERS.get(c) for c in letters):
+        return pd.DataFrame(columns=keys + ["v", "how"])
+    parts = []
+    for c, w in letters.items():
+        g = d[(d["design"] == LETTERS[c]) & (d["scope"] == "layer")].groupby(keys, dropna=False)["v"].median()
+        parts.append(g * w)
+    total = parts[0]
+    for p in parts[1:]:
+        total = total.add(p, fill_value=None)
+    return total.dropna().reset_index().assign(how="composed from its layers' measured times")
+
+
+def speed_cell(df: pd.DataFrame, name: str, phase: str, layout: str) -> Cell:
+    """softmax time / design time at the longest length both were measured (one experiment,
+    device, scope and dtype; layer scope preferred)."""
+    if name == BASELINE:
+        return Cell("1 (baseline)") if not metric(df, f"latency/{phase}_ms").empty else NONE
+    own, base = design_times(df, name, phase, layout), design_times(df, BASELINE, phase, "S")
+    if own.empty or base.empty:
+        return NONE
+    both = own.merge(base, on=["exp", "device", "scope", "dtype", "context_len"], suffixes=("", "_base"))
+    if both.empty:
+        return NONE
+    both = both.assign(pref=(both["scope"] == "layer").astype(int)).sort_values(["pref", "context_len"])
+    r = both.iloc[-1]
+    ratio = r["v_base"] / r["v"]
+    return Cell(f"{ratio:.2f}x at {fmt_len(r['context_len'])}", "",
+                f"{BASELINE} {phase} time / {name} {phase} time, {r['scope']} scope, {r['device']}, {r['dtype']}, "
+                f"exp {r['exp']} ({r['how']}; measured)")
+
+
+def cache_cell(df: pd.DataFrame, name: str) -> Cell:
+    """Bytes the cache grows by per token: a recorded per-token figure, else the slope of the
+    measured cache bytes between the two longest lengths of one experiment (task models first)."""
+    d = metric(df, "memory/cache_bytes_per_token")
+    d = d[(d["design"] == name) & ~is_preset(d)]
+    if not d.empty:
+        cells = [(dt, summarize(g, fmt_bytes)) for dt, g in d.groupby(d["dtype"].fillna(""), sort=True)]
+        text = " / ".join(c.text + (f" ({dt})" if dt and len(cells) > 1 else "") for dt, c in cells)
+        kinds = {c.kind for _, c in cells}
+        return Cell(text, kinds.pop() if len(kinds) == 1 else "", cells[0][1].title)
+    for m in ("eval/cache_bytes", "memory/total_bytes"):
+        g = metric(df, m)
+        g = g[(g["design"] == name) & (g["status"] == "measured") & g["v"].notna() & g["context_len"].notna() & ~is_preset(g)]
+        for (exp, dtype), gg in g.groupby(["exp", g["dtype"].fillna("")], sort=False):
+            by = gg.groupby("context_len")["v"].max().sort_index()
+            if len(by) < 2:
+                continue
+            (l1, b1), (l2, b2) = list(by.items())[-2:]
+            slope = (b2 - b1) / (l2 - l1)
+            return Cell(fmt_bytes(slope), "", f"measured: ({fmt_bytes(b2)} at {fmt_len(l2)} - {fmt_bytes(b1)} at "
+                                              f"{fmt_len(l1)}) / tokens, {m}, exp {exp}, {dtype}")
+    return NONE
 
 
 def crossover_cell(df: pd.DataFrame, name: str, phase: str) -> Cell:
+    """Measured crossovers (each scope) and, beside them, the analytic one on each GPU profile's
+    range; a crossover that was never reached in range says so (< or > the range)."""
     d = metric(df, f"crossover/{phase}_len")
     d = d[d["design"] == name]
     if d.empty:
         return NONE
     parts, kinds = [], set()
-    for _, r in d.iterrows():
-        if r["status"] in ("skipped", "failed") or pd.isna(r["v"]):
-            parts.append(r["status"])
+    for _, r in d[d["status"].isin(["measured", "skipped", "failed"])].iterrows():
+        if r["status"] != "measured":
+            parts.append(f"{r['status']} ({r['scope']})")
             kinds.add(r["status"])
             continue
-        analytic = r["status"] == "projected" or r["method"] == "analytic"
-        bracket = r["bracket"]
-        br = f" [{fmt_len(bracket[0])}–{fmt_len(bracket[1])}]" if isinstance(bracket, (list, tuple)) and len(bracket) == 2 else ""
-        where = f" ({r['device']})" if not analytic and d["device"].nunique() > 1 and pd.notna(r["device"]) else ""
-        parts.append(f"{fmt_len(r['v'])}{br} {'analytic' if analytic else 'measured'}{where}")
-        kinds.add("projected" if analytic else "")
-    parts = list(dict.fromkeys(parts))  # merged runs repeat the same analytic crossover
-    kind = "projected" if kinds == {"projected"} else ("" if "" in kinds else kinds.pop())
-    vs = ", ".join(dict.fromkeys(d["vs"].dropna().astype(str))) or BASELINE
-    return Cell("; ".join(parts), kind, f"context length past which {name} is cheaper than {vs}")
-
-
-def cache_cell(df: pd.DataFrame, name: str) -> Cell:
-    d = metric(df, "memory/cache_bytes_per_token")
-    d = d[(d["design"] == name) & ~is_preset(d)]
-    if d.empty:
+        rel = r.get("relation")
+        b = r["bracket"] if isinstance(r["bracket"], (list, tuple)) else [None, None]
+        value = fmt_len(r["v"]) if pd.notna(r["v"]) else (f"< {fmt_len(b[1])}" if rel == "<" else f"> {fmt_len(b[0])}")
+        parts.append(f"{value} ({r['scope']})")
+        kinds.add("")
+    ana = d[d["status"].isin(NOT_MEASURED) & d["v"].notna() & (d["impl"] == "fused")]
+    if "shape" in ana.columns and (ana["shape"] == "text01").any():
+        ana = ana[ana["shape"] == "text01"]
+    if not ana.empty:
+        lo, hi = ana["v"].min(), ana["v"].max()
+        parts.append(f"GPUs {fmt_len(lo)}–{fmt_len(hi)}†" if lo != hi else f"GPUs {fmt_len(lo)}†")
+        kinds.add("projected")
+    if not parts:
         return NONE
-    cells = [(dt, summarize(g, fmt_bytes)) for dt, g in d.groupby(d["dtype"].fillna(""), sort=True)]
-    text = " / ".join(c.text + (f" ({dt})" if dt and len(cells) > 1 else "") for dt, c in cells)
-    kinds = {c.kind for _, c in cells}
-    return Cell(text, kinds.pop() if len(kinds) == 1 else "", cells[0][1].title)
+    kind = "" if "" in kinds else ("projected" if "projected" in kinds else kinds.pop())
+    return Cell("; ".join(dict.fromkeys(parts)), kind, f"context length past which {name} is cheaper than {BASELINE} "
+                                                      f"in {phase}: measured on this machine (op or layer scope); GPUs†: "
+                                                      f"the cost model's analytic crossover on the GPU profiles")
 
 
-def decision_table(df: pd.DataFrame) -> Table:
-    niah_lens = sorted(metric(df, "niah/acc")["context_len"].dropna().unique())
-    mh_lens = sorted(metric(df, "multihop/acc")["context_len"].dropna().unique())
-    cols = [("", "design"), ("", "layout"), ("", "params")]
-    cols += [("NIAH accuracy", fmt_len(n)) for n in niah_lens] or [("NIAH accuracy", "")]
-    cols += [("multi-hop accuracy", fmt_len(n)) for n in mh_lens] or [("multi-hop accuracy", "")]
+ROW_METRICS = ("params/total", "niah/acc", "multihop/acc", "train/steps_to_floor", "latency/prefill_ms", "latency/decode_ms",
+               "crossover/prefill_len", "crossover/decode_len", "memory/total_bytes", "memory/cache_bytes_per_token")
+
+
+def params_cell(g: pd.DataFrame) -> Cell:
+    """Parameters of the design's task model (copied from its checkpoint record), else of the
+    models its records measured; different models are listed apart, never averaged."""
+    p = metric(g, "params/total")
+    p = p[(p["status"] == "measured") & p["v"].notna()]
+    if p.empty:
+        return NONE
+    task = p[(p["source"].notna() & (p["source"].astype(str) != "")) | p["note"].astype(str).str.startswith("checkpoint:")]
+    use = task if not task.empty else p
+    values = sorted(set(use["v"]), reverse=True)
+    where = "the task model (its checkpoint record)" if not task.empty else ", ".join(sorted(set(use["exp"].astype(str))))
+    return Cell(" / ".join(f"{v:,.0f}" for v in values), "", f"parameters of {where}")
+
+
+def row_designs(df: pd.DataFrame) -> list[str]:
+    """The designs the decision table has a row for: those with a model, timing or cache record."""
+    d = df[df["metric"].isin(ROW_METRICS) & ~is_preset(df)]
+    return designs(d)
+
+
+def decision_table(df: pd.DataFrame, train: pd.DataFrame | None = None, *, drop_empty: bool = True) -> Table:
+    """The one-screen table: per design, how it was trained, whether it learned the task,
+    accuracy with intervals, effective context length, multi-hop, cache, speed, crossovers."""
+    train = train if train is not None else pd.DataFrame(columns=["design", "train_len", "steps", "tokens", "stop_reason"])
+    niah = pooled(metric(df, "niah/acc"))
+    niah_lens = sorted(niah["context_len"].dropna().unique())
+    mh = metric(df, "multihop/acc")
+    final = mh["scoring"] == "final value"
+    mh = mh[final] if final.any() else mh
+    mh_scoring = "final value" if final.any() else "older per-hop scoring, not composition"
+    mh_len = mh["context_len"].min() if not mh.empty else None
+    mh_hops = sorted(mh["hops"].dropna().unique())
+    niah_task = experiment_task(df, "niah/acc")
+    chance, floor = levels_of(niah) if not niah.empty else (float("nan"), float("nan"))
+    acc_group = "NIAH accuracy [95% interval]" + (f" (chance {chance:.2f}, floor {floor:.2f})" if pd.notna(chance) else "")
+    cols = [("", "design"), ("", "layout"), ("", "params"),
+            ("training", "trained to"), ("training", "steps / tokens"), ("training", "stopped"),
+            ("learned the task", "at its training length"), ("NIAH", "effective length")]
+    cols += [(acc_group, fmt_len(n)) for n in niah_lens]
+    cols += [(f"multi-hop at {fmt_len(mh_len)} ({mh_scoring}) [95% interval]", f"{h:g} hops") for h in mh_hops]
     cols += [("cache", "bytes/token")]
-    cols += [(f"prefill speed vs {BASELINE}", fmt_len(n)) for n in SPEED_LENGTHS]
-    cols += [(f"decode speed vs {BASELINE}", fmt_len(n)) for n in SPEED_LENGTHS]
+    cols += [(f"speed vs {BASELINE} (measured)", "prefill"), (f"speed vs {BASELINE} (measured)", "decode")]
     cols += [(f"crossover vs {BASELINE}", "prefill"), (f"crossover vs {BASELINE}", "decode")]
+    rules = {json.dumps(r, sort_keys=True, default=str) for r in train["rule"]} if "rule" in train else set()
+    rule_note = (" Training rule: " + "; ".join(rule_text(json.loads(r)) for r in sorted(rules)) + ".") if rules else ""
     table = Table("decision", cols, note=(
-        "Accuracy: mean over depths (NIAH) or hops (multi-hop) and seeds. Speed: baseline time / design time "
-        "(above 1: faster). Italic with a dagger: projected by the cost model, not measured. —: no records yet."))
+        "Accuracy: exact match, depths and seeds pooled, 95% Wilson interval; chance = a uniform guess among the task's "
+        "answers, floor = a uniform guess among this context's needle values (no lookup). Learned: the 95% lower bound "
+        f"of the task at the model's own training length >= {LEARNED_LOWER_BOUND} (* decided on single needles: no "
+        "experiment-task check recorded); a design that did not learn is shown, never used for a verdict. Trained to: "
+        "the longest curriculum stage the model passed. Effective length: the longest length up to which every "
+        f"accuracy's lower bound stays above {EFFECTIVE_LOWER_BOUND}. Speed: {BASELINE} time / design time at the longest "
+        "length both were measured (above 1: faster). Italic with a dagger: projected or analytic, not measured. "
+        "—: no records for this yet." + rule_note))
     own = df[~is_preset(df)]
-    for name in designs(df):
+    for name in row_designs(df):
         g = own[own["design"] == name]
         layout = next((str(x) for x in g["layout"].dropna() if str(x)), "")
-        row = [Cell(name), Cell(layout), summarize(metric(g, "params/total"), lambda v: f"{v:,.0f}")]
-        row += _acc_cells(own, name, "niah/acc", niah_lens)
-        row += _acc_cells(own, name, "multihop/acc", mh_lens)
+        tr = train[train["design"] == name]
+        row = [Cell(name), Cell(layout), params_cell(g)]
+        if tr.empty:
+            row += [NONE, NONE, NONE]
+        else:
+            t = tr.iloc[-1]
+            tl = int(t["train_len"]) if pd.notna(t["train_len"]) else None
+            row.append(Cell(f"{tl:,}" if tl else "0 (no stage passed)", "" if tl else "failed",
+                            f"the longest curriculum stage passed (stage reached {t['stage']})"))
+            steps = f"{int(t['steps']):,}" if pd.notna(t["steps"]) else "?"
+            steps = steps if t.get("steps_exact", True) is not False else f"~{steps}"
+            tokens = f"{t['tokens'] / 1e6:.1f}M" if pd.notna(t["tokens"]) else "?"
+            row.append(Cell(f"{steps} / {tokens}", "", "optimizer steps / training tokens"))
+            row.append(Cell(str(t["status"]), "", f"{t['stop_reason']} ({t['source']})"))
+        hops = mh_hops[-1] if mh_hops and niah_task is None else None
+        row.append(learned_cell(df, name, niah_task or ("multihop" if mh_hops else None), train, hops=hops))
+        eff, text = effective_length(df, name)
+        row.append(Cell(text, "" if pd.notna(eff) else "none", "longest length whose lower bound (and every shorter "
+                                                                   f"one's) stays above {EFFECTIVE_LOWER_BOUND}"))
+        gn = niah[niah["design"] == name]
+        row += [acc_cell(gn[gn["context_len"] == n]) for n in niah_lens]
+        gm = mh[(mh["design"] == name) & (mh["context_len"] == mh_len)] if mh_len is not None else mh.iloc[0:0]
+        row += [acc_cell(gm[gm["hops"] == h]) for h in mh_hops]
         row.append(cache_cell(df, name))
-        row += [speed_vs_baseline(own, name, phase, n) for phase in ("prefill", "decode") for n in SPEED_LENGTHS]
+        row += [speed_cell(own, name, phase, layout) for phase in ("prefill", "decode")]
         row += [crossover_cell(own, name, phase) for phase in ("prefill", "decode")]
         table.rows.append(row)
+    if drop_empty and table.rows:
+        keep = [i for i in range(len(cols)) if i < 3 or any(r[i].kind != "none" for r in table.rows)]
+        table.columns = [cols[i] for i in keep]
+        table.rows = [[r[i] for i in keep] for r in table.rows]
+    return table
+
+
+def rule_text(rule: dict) -> str:
+    """The training rule in words: its name, then its limits."""
+    if not isinstance(rule, dict):
+        return ""
+    limits = ", ".join(f"{k.replace('_', ' ')} {v:,}" if isinstance(v, int) else f"{k.replace('_', ' ')} {v}"
+                       for k, v in rule.items() if k != "name" and v is not None)
+    return str(rule.get("name", "")) + (f" ({limits})" if limits else "")
+
+
+def training_table(train: pd.DataFrame) -> Table | None:
+    """How each design's model was trained, from the checkpoints' records."""
+    if train is None or train.empty:
+        return None
+    cols = [("", "design"), ("", "trained to (tokens)"), ("", "stage reached"), ("", "steps"), ("", "tokens"),
+            ("", "status"), ("", "stop reason"), ("", "rule"), ("", "source")]
+    table = Table("training", cols, note="Copied from each checkpoint's record.json (source). Trained to: the longest "
+                                         "context of a curriculum stage the model passed (0: none).")
+    for _, t in train.iterrows():
+        rule = t["rule"] if isinstance(t["rule"], dict) else {}
+        table.rows.append([Cell(t["design"]), Cell(f"{int(t['train_len']):,}" if pd.notna(t["train_len"]) else "—"),
+                           Cell(t["stage"] or "—"), Cell((("" if t.get("steps_exact", True) is not False else "~") + f"{int(t['steps']):,}")
+                                if pd.notna(t["steps"]) else "—"),
+                           Cell(f"{int(t['tokens']):,}" if pd.notna(t["tokens"]) else "—"), Cell(str(t["status"])),
+                           Cell(str(t["stop_reason"])),
+                           Cell(rule_text(rule) or "—"),
+                           Cell(str(t["source"]))])
     return table
 
 
@@ -189,7 +343,9 @@ def other_table(df: pd.DataFrame, shown: Iterable[str]) -> Table | None:
         row = [Cell(str(name)), Cell(unit), Cell(ctx)]
         for who in names:
             w = g[g["who"] == who]
-            if not w.empty and w["v"].isna().all() and w["status"].isin(["measured", "projected"]).any():
+            if name in ("multihop/lookup_acc", "train/acc") and (w["status"] == "measured").any():
+                row.append(acc_cell(w))  # accuracies carry their interval here too
+            elif not w.empty and w["v"].isna().all() and w["status"].isin(("measured",) + NOT_MEASURED).any():
                 first = w["value"].iloc[-1]
                 row.append(Cell(f"list of {len(first)}" if isinstance(first, list) else str(first)[:40]))
             else:
@@ -199,4 +355,5 @@ def other_table(df: pd.DataFrame, shown: Iterable[str]) -> Table | None:
 
 
 DECISION_METRICS = ("params/total", "niah/acc", "multihop/acc", "memory/cache_bytes_per_token", "memory/total_bytes",
+                    "train/acc", "train/steps_to_floor", "eval/cache_bytes",
                     "latency/prefill_ms", "latency/decode_ms", "crossover/prefill_len", "crossover/decode_len")

@@ -11,10 +11,18 @@ Families (RULER-style needle in a haystack, and multi-hop):
   niah multikey    one needle per depth (the others are distractors); one probe per needle
   niah multivalue  one key with m values in order; probe [K_a V_1 .. V_{m-1}] -> V_1 .. V_m
   niah multiquery  m needles; one probe [K_1 .. K_m] -> V_1 .. V_m
-  chain            chains a->b->c.. of `hops` needles; probe [K_a K_b ..] -> [V_b V_c ..]
-                   (each hop looks up the key form of the previous answer)
-  latent           the same chains; probe [HOP_k K_a] -> V_z (k lookups composed inside the model)
-  vartrack         RULER variable tracking: x1 = v, x2 = x1, ...; probe [V_v K_x1 ..] -> [K_x1 K_x2 ..]
+  chain            chains a->b->c.. of `hops` needles [K_a V_b] [K_b V_c] ..; probe [HOP_k K_a] -> V_z:
+                   only the start key is given and only the final value is scored, so the k
+                   lookups must be composed inside the model (a model that does one exact lookup
+                   answers V_b, which is wrong from 2 hops on). Diagnostic (Probe.lookups, scored
+                   apart): the k single lookups with every intermediate key given,
+                   [K_a K_b ..] -> [V_b V_c ..]; it needs no composition.
+  vartrack         RULER variable tracking: x1 = v, x2 = x1, ..: needles [K_x1 V_v] [K_x2 V_x1] ..;
+                   probe [HOP_k V_v] -> K_xk (k reverse lookups composed); diagnostic
+                   [V_v K_x1 ..] -> [K_x1 K_x2 ..] (every intermediate variable given)
+
+The training batches of the same formats are in attnbench/tasks/batches.py (mqar_batch,
+chain_batch); task_samples() is the one entry point the experiments and the report use.
 """
 
 from __future__ import annotations
@@ -26,7 +34,7 @@ import numpy as np
 from .vocab import BOS, SEP, Vocab
 
 NIAH_VARIANTS = ("single", "multikey", "multivalue", "multiquery")
-HOP_TASKS = ("chain", "latent", "vartrack")
+HOP_TASKS = ("chain", "vartrack")
 
 
 @dataclass
@@ -35,6 +43,9 @@ class Probe:
     targets: list[int]  # same length; -1 where nothing is scored
     depth: float | None = None  # where its needle sits in the haystack (0 = start, 1 = end)
     hops: int | None = None
+    # multi-hop only, a diagnostic scored apart: the same chain as k single lookups with every
+    # intermediate key given (tokens, targets); it needs no composition
+    lookups: tuple[list[int], list[int]] | None = None
 
 
 @dataclass
@@ -154,12 +165,13 @@ def niah(rng, vocab: Vocab, context_len: int, variant: str, depths: list[float],
 
 def multihop(rng, vocab: Vocab, context_len: int, task: str, hops: int, *, n_chains: int = 2,
              kind: str = "noise", value_noise: float = 0.0) -> Sample:
-    """Chains of `hops` lookups scattered in a haystack, one probe per chain."""
+    """Chains of `hops` lookups scattered in a haystack, one compositional probe per chain."""
     if task not in HOP_TASKS:
         raise ValueError(f"multi-hop task must be one of {HOP_TASKS}; got {task!r}")
     n_symbols = min(vocab.n_keys, vocab.n_values)
     if n_chains * (hops + 1) > n_symbols:
         raise ValueError(f"{n_chains} chains of {hops} hops need {n_chains * (hops + 1)} distinct symbols; the vocabulary has {n_symbols}")
+    hop = vocab.hop(hops)
     symbols = rng.permutation(n_symbols)[: n_chains * (hops + 1)].reshape(n_chains, hops + 1)
     pairs, probes = [], []
     for chain in symbols:
@@ -167,14 +179,21 @@ def multihop(rng, vocab: Vocab, context_len: int, task: str, hops: int, *, n_cha
             v, xs = chain[0], chain[1:]
             pairs.append((vocab.key(xs[0]), vocab.value(v)))
             pairs += [(vocab.key(xs[i + 1]), vocab.value(xs[i])) for i in range(hops - 1)]
-            probes.append(Probe([int(vocab.value(v))] + [int(vocab.key(x)) for x in xs[:-1]],
-                                [int(vocab.key(x)) for x in xs], hops=hops))
+            lookups = ([int(vocab.value(v))] + [int(vocab.key(x)) for x in xs[:-1]], [int(vocab.key(x)) for x in xs])
+            probes.append(Probe([hop, int(vocab.value(v))], [-1, int(vocab.key(xs[-1]))], hops=hops, lookups=lookups))
         else:  # a -> b -> c ...: needle [K_a V_b], [K_b V_c], ...
             pairs += [(vocab.key(chain[i]), vocab.value(chain[i + 1])) for i in range(hops)]
-            if task == "chain":
-                probes.append(Probe([int(vocab.key(s)) for s in chain[:-1]], [int(vocab.value(s)) for s in chain[1:]], hops=hops))
-            else:
-                probes.append(Probe([vocab.hop(hops), int(vocab.key(chain[0]))], [-1, int(vocab.value(chain[-1]))], hops=hops))
+            lookups = ([int(vocab.key(s)) for s in chain[:-1]], [int(vocab.value(s)) for s in chain[1:]])
+            probes.append(Probe([hop, int(vocab.key(chain[0]))], [-1, int(vocab.value(chain[-1]))], hops=hops, lookups=lookups))
     order = rng.permutation(len(pairs))  # scatter the hops of every chain
     ctx, _ = _context(rng, vocab, context_len, [pairs[i] for i in order], None, kind, value_noise)
     return Sample(task, ctx, probes)
+
+
+def task_samples(rng, vocab: Vocab, context_len: int, task: str, *, depths=(0.0, 0.25, 0.5, 0.75, 1.0), hops: int = 1,
+                 chains: int = 2, kind: str = "noise", value_noise: float = 0.0) -> list[Sample]:
+    """The samples of one haystack of ``task``: ``niah_<variant>`` (one sample per depth for
+    ``single``) or a multi-hop task (``chain`` | ``vartrack``, ``hops`` and ``chains``)."""
+    if task.startswith("niah_"):
+        return niah(rng, vocab, context_len, task[len("niah_"):], [float(d) for d in depths], kind=kind, value_noise=value_noise)
+    return [multihop(rng, vocab, context_len, task, hops, n_chains=chains, kind=kind, value_noise=value_noise)]

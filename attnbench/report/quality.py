@@ -1,0 +1,281 @@
+"""What the accuracies may be read as: chance and floor levels, intervals, learned flags, how
+each model was trained, and effective context lengths. The tables, figures and claims all
+take these from here.
+
+Learned. A model "learned the task" when the 95% Wilson lower bound of its accuracy on the
+task at its own training length (records ``train/acc``) is at least ``LEARNED_LOWER_BOUND``,
+and it passed at least one curriculum stage (true training length > 0). 0.8 because: it is
+well above every floor a task here has (the "values in context" floor of the 5-needle task is
+0.23, of the 2-hop chain 0.17), the curriculum itself moves on at 0.9 rolling accuracy
+(``train.advance_at``), and 200 probes (``eval.train_len_samples``) give a lower bound of 0.8
+from 85% accuracy, so a model that passed the last stage clears it and one on a plateau
+cannot. A model that did not learn the task at its training length says nothing about that
+task at any other length, so no verdict uses it.
+
+Which check decides: the experiment's own task at the training length when it was recorded
+(multi-key needles for needle_4m; the k-hop chain for multihop), else the single-needle check
+that every run records. The single needle has a "values in context" floor of 1 (finding the
+one needle needs no key lookup), so the report says when it had to fall back on it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+import pandas as pd
+
+from attnbench.stats import wilson
+from attnbench.experiments.train import passed_len
+from attnbench.tasks.levels import Levels, task_levels
+from attnbench.tasks.vocab import Vocab
+
+LEARNED_LOWER_BOUND = 0.8
+EFFECTIVE_LOWER_BOUND = 0.5  # effective context length: the accuracy's lower bound stays above this
+ACC_METRICS = ("niah/acc", "multihop/acc", "multihop/lookup_acc", "train/acc")
+FINAL = "final value"  # multihop scoring of compositional probes (experiments/multihop.py)
+
+
+@dataclass
+class Acc:
+    k: float
+    n: float
+    p: float
+    lo: float
+    hi: float
+
+    def text(self, digits: int = 2) -> str:
+        return f"{self.p:.{digits}f} [{self.lo:.{digits}f}–{self.hi:.{digits}f}]"
+
+    @property
+    def fraction(self) -> str:
+        return f"{self.k:.0f}/{self.n:.0f}"
+
+
+def pooled_acc(g: pd.DataFrame) -> Acc | None:
+    """One accuracy from measured records (runs, seeds pooled): successes and probes summed,
+    95% Wilson interval of the pooled count. Records without ``n`` fall back on their own
+    interval (the mean of their bounds)."""
+    g = g[(g["status"] == "measured") & g["v"].notna()]
+    # the same probes recorded by two runs (same config and seed, e.g. a model's check in two
+    # experiments) are one measurement, not two
+    same = [c for c in ("design", "metric", "task", "hop_task", "hops", "scoring", "context_len", "depth", "seed", "n", "v")
+            if c in g.columns]
+    g = g.drop_duplicates(subset=same)
+    if g.empty:
+        return None
+    if g["n"].notna().all():
+        n = float(g["n"].sum())
+        k = float((g["v"] * g["n"]).round().sum())
+        lo, hi = wilson(int(k), int(n))
+        return Acc(k, n, k / n, lo, hi)
+    p = float(g["v"].mean())
+    lo = float(g["ci_low"].mean()) if g["ci_low"].notna().all() else float("nan")
+    hi = float(g["ci_high"].mean()) if g["ci_high"].notna().all() else float("nan")
+    return Acc(float("nan"), float("nan"), p, lo, hi)
+
+
+# ---------------------------------------------------------------- chance and floor
+
+
+def run_configs(headers: list[dict]) -> dict[str, dict]:
+    """run_dir -> the config of its last (re)start."""
+    out = {}
+    for h in headers:
+        if h.get("config"):
+            out[h["run_dir"]] = h["config"]
+    return out
+
+
+def _get(cfg: dict, path: str, default=None):
+    for part in path.split("."):
+        if not isinstance(cfg, dict) or part not in cfg:
+            return default
+        cfg = cfg[part]
+    return cfg
+
+
+@lru_cache(maxsize=512)
+def _levels(task_cfg: tuple, task: str, depths: tuple, hops: int, chains: int, lookups: bool) -> Levels:
+    n_keys, n_values, n_filler, kind, value_noise = task_cfg
+    return task_levels(Vocab(n_keys, n_values, n_filler), task, depths=depths, hops=hops, chains=chains, kind=kind,
+                       value_noise=value_noise, lookups=lookups)
+
+
+def record_levels(row, cfg: dict) -> Levels | None:
+    """Chance and floor of the task an accuracy record measured, from its run's config."""
+    task = row.get("task")
+    if not isinstance(task, str) or not cfg:
+        return None
+    task_cfg = (int(_get(cfg, "task.n_keys", 64)), int(_get(cfg, "task.n_values", 16)), int(_get(cfg, "task.n_filler", 64)),
+                str(_get(cfg, "task.haystack", "noise")), float(_get(cfg, "task.value_noise", 0.0)))
+    if task.startswith("niah_"):
+        return _levels(task_cfg, task, tuple(float(d) for d in _get(cfg, "eval.depths", [0.0, 0.25, 0.5, 0.75, 1.0])), 1, 2, False)
+    if task == "multihop":
+        hop_task = row.get("hop_task") if isinstance(row.get("hop_task"), str) else "chain"
+        hops = int(row["hops"]) if pd.notna(row.get("hops")) else 1
+        # records before compositional probes (no `scoring`) scored every hop with every key given
+        lookups = row.get("metric") == "multihop/lookup_acc" or row.get("scoring") != FINAL
+        return _levels(task_cfg, hop_task, (), hops, int(_get(cfg, "eval.chains", 2)), lookups)
+    return None
+
+
+def add_levels(df: pd.DataFrame, headers: list[dict]) -> pd.DataFrame:
+    """Columns ``chance`` and ``floor`` on every accuracy record (NaN elsewhere)."""
+    configs = run_configs(headers)
+    chance, floor = pd.Series(float("nan"), index=df.index), pd.Series(float("nan"), index=df.index)
+    acc = df[df["metric"].isin(ACC_METRICS)]
+    cols = [c for c in ("metric", "task", "hop_task", "hops", "scoring", "run_dir") if c in acc.columns]
+    for key, g in acc.groupby(cols, dropna=False, sort=False):
+        row = dict(zip(cols, key if isinstance(key, tuple) else (key,)))
+        row = {k: (None if isinstance(v, float) and pd.isna(v) and k != "hops" else v) for k, v in row.items()}
+        try:
+            lv = record_levels(row, configs.get(row.get("run_dir"), {}))
+        except ValueError:  # a config the generator refuses: no levels rather than no report
+            lv = None
+        if lv is not None:
+            chance[g.index], floor[g.index] = lv.chance, lv.floor
+    return df.assign(chance=chance, floor=floor).copy()
+
+
+def levels_of(d: pd.DataFrame) -> tuple[float, float]:
+    """(chance, floor) of a set of accuracy records of one task: their mean (NaN if unknown)."""
+    return float(d["chance"].mean()), float(d["floor"].mean())
+
+
+# ---------------------------------------------------------------- training and learned
+
+
+def training(df: pd.DataFrame, headers: list[dict]) -> pd.DataFrame:
+    """How each design's model was trained, one row per design (its latest record):
+    train_len (the longest stage passed), rule, steps, tokens, stop_reason, status, stage, source."""
+    configs = run_configs(headers)
+    rows = []
+    for name, g in df[df["metric"] == "train/steps_to_floor"].groupby("design", sort=False):
+        r = g.iloc[-1]
+        if isinstance(r.get("rule"), dict):  # written by this version: the facts are in the record
+            rule, train_len, stop, steps = r["rule"], r["train_len"], r.get("stop_reason"), r.get("steps")
+        else:  # older records: what they imply, with the run's curriculum
+            stages = _get(configs.get(r["run_dir"], {}), "train.stages", []) or []
+            rule = {"name": "none recorded (before the fair rule: each design ran under its own limits)"}
+            train_len = passed_len(stages, int(r.get("final_stage") or 1), str(r.get("train_status") or ""))
+            stop, steps = _old_stop(r), (r["v"] if pd.notna(r["v"]) else None)
+            if steps is None:  # older records said steps only when the floor was reached
+                steps = _old_steps(df, name, r.get("tokens"))
+        stage = (f"{int(r['final_stage'])}/{int(r['n_stages'])}"
+                 if pd.notna(r.get("final_stage")) and pd.notna(r.get("n_stages")) else "")
+        rows.append({"design": name, "rule": rule, "train_len": train_len, "stop_reason": stop, "steps": steps,
+                     "steps_exact": steps is not None,
+                     "tokens": r.get("tokens"), "status": r.get("train_status"), "stage": stage,
+                     "source": r.get("source") if isinstance(r.get("source"), str) else str(r.get("note") or "")})
+    return pd.DataFrame(rows, columns=["design", "rule", "train_len", "stop_reason", "steps", "steps_exact", "tokens",
+                                       "status", "stage", "source"])
+
+
+def _old_stop(r) -> str:
+    status = r.get("train_status")
+    return {"done": "reached the floor at the last stage", "stalled": "passed no stage within its patience",
+            "budget": "hit its wall-clock budget", "max_steps": "hit train.max_steps",
+            "failed": f"failed: {r.get('failure')}"}.get(status, str(status))
+
+
+def _old_steps(df: pd.DataFrame, name: str, tokens) -> float | None:
+    """Steps of an older record that did not reach the floor (it did not say): the last logged
+    loss-curve step, plus the tokens spent after it over the tokens a step took there."""
+    c = df[(df["metric"] == "train/loss") & (df["design"] == name)].dropna(subset=["step", "tokens"])
+    c = c.drop_duplicates("step").sort_values("step")
+    if len(c) < 2 or tokens is None or pd.isna(tokens):
+        return None
+    (s0, t0), (s1, t1) = c[["step", "tokens"]].iloc[-2], c[["step", "tokens"]].iloc[-1]
+    per_step = (t1 - t0) / (s1 - s0)  # logged tokens count the step logged (step s: s + 1 steps done)
+    return float(s1 + 1 + round((tokens - t1) / per_step)) if per_step > 0 else None
+
+
+@dataclass
+class Learned:
+    flag: bool | None  # None: no check recorded
+    acc: Acc | None
+    task: str
+    context_len: float
+    train_len: float
+    why: str  # one line a reader can check
+    fallback: bool = False  # decided on the single-needle check (floor 1)
+
+
+def learned(df: pd.DataFrame, design: str, task: str | None = None, hops=None, train: pd.DataFrame | None = None,
+            threshold: float = LEARNED_LOWER_BOUND) -> Learned:
+    """Did ``design`` learn ``task`` (``hops`` for multihop) at its training length?"""
+    t = df[(df["metric"] == "train/acc") & (df["design"] == design) & (df["status"] == "measured")]
+    own = t[t["task"] == task] if task else t.iloc[0:0]
+    if task == "multihop" and hops is not None:
+        own = own[own["hops"] == hops]
+    fallback = own.empty
+    use = t[t["task"].isin(["niah_single"]) | t["task"].isna()] if fallback else own
+    train_len = float("nan")
+    if train is not None and not train[train["design"] == design].empty:
+        train_len = float(train[train["design"] == design]["train_len"].iloc[-1])
+    if use.empty:
+        return Learned(None, None, task or "", float("nan"), train_len, f"{design}: no check at the training length recorded")
+    acc = pooled_acc(use)
+    at = float(use["context_len"].max())
+    label = "single needle" if fallback else (task if task != "multihop" else f"{int(hops)}-hop chain" if hops else task)
+    if pd.notna(train_len) and train_len <= 0:
+        return Learned(False, acc, label, at, train_len, f"{design} passed no curriculum stage (true training length 0; "
+                                                         f"{label} at {at:.0f} tokens: {acc.fraction if acc else '?'})", fallback)
+    flag = acc is not None and pd.notna(acc.lo) and acc.lo >= threshold
+    where = f"at its training length {at:.0f}" if at == train_len or pd.isna(train_len) else \
+        f"at {at:.0f} tokens (its true training length is {train_len:.0f})"
+    count = f"{acc.fraction} = " if pd.notna(acc.n) else ""
+    why = f"{design}: {label} {where}: {count}{acc.text()}, lower bound {'>=' if flag else '<'} {threshold}"
+    if fallback and task:
+        why += " (no check of the experiment's own task was recorded; a single needle needs no key lookup)"
+    return Learned(flag, acc, label, at, train_len, why, fallback)
+
+
+def add_learned(df: pd.DataFrame, train: pd.DataFrame) -> pd.DataFrame:
+    """On accuracy records: ``learned`` (True/False/None: did the design learn this task at its
+    training length) and the true ``train_len`` (the longest stage passed, from the training
+    records; what older records wrote, the config's last stage, is kept in ``train_len_recorded``)."""
+    df = df.assign(train_len_recorded=df["train_len"], learned=None)
+    true = dict(zip(train["design"], train["train_len"])) if train is not None and not train.empty else {}
+    acc = df["metric"].isin(ACC_METRICS) & df["design"].isin(list(true))
+    df.loc[acc, "train_len"] = df.loc[acc, "design"].map(true).astype(float)
+    flags: dict = {}
+    for metric_name in ("niah/acc", "multihop/acc", "multihop/lookup_acc"):
+        rows = df[df["metric"] == metric_name]
+        if rows.empty:
+            continue
+        task = experiment_task(df, metric_name)
+        for (name, hops), g in rows.groupby(["design", "hops"], dropna=False):
+            key = (name, task, None if pd.isna(hops) else hops)
+            if key not in flags:
+                flags[key] = learned(df, name, task, hops=key[2], train=train).flag
+            df.loc[g.index, "learned"] = flags[key]
+    return df
+
+
+def experiment_task(df: pd.DataFrame, metric_name: str) -> str | None:
+    """The task an accuracy metric's records measured (the most common one)."""
+    d = df[(df["metric"] == metric_name) & df["task"].notna()]
+    return None if d.empty else str(d["task"].mode().iloc[0])
+
+
+# ---------------------------------------------------------------- effective context length
+
+
+def effective_length(df: pd.DataFrame, design: str, metric_name: str = "niah/acc") -> tuple[float, str]:
+    """The longest evaluated length up to which every evaluated length's accuracy has a 95%
+    lower bound above EFFECTIVE_LOWER_BOUND (issue #10's definition). (length or 0, text)."""
+    from .data import fmt_len, pooled
+
+    d = pooled(df[(df["metric"] == metric_name) & (df["design"] == design) & (df["status"] == "measured")])
+    lens = sorted(d["context_len"].dropna().unique())
+    if not lens:
+        return float("nan"), "—"
+    best = 0.0
+    for L in lens:
+        a = pooled_acc(d[d["context_len"] == L])
+        if a is None or not (a.lo > EFFECTIVE_LOWER_BOUND):
+            break
+        best = L
+    return best, (fmt_len(best) if best else f"< {fmt_len(lens[0])}")

@@ -1,0 +1,36 @@
+"""Every number in experiments/*/README.md comes from the records beside it.
+
+Generated tables must equal what attnbench/report/readme_tables.py makes from the records now,
+and every other number must be one a generated table shows, a header value, or be listed with
+its reason as not from the records (attnbench/report/readme.py).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from attnbench.report.readme import check, experiment_readmes
+
+ROOT = Path(__file__).resolve().parents[1]
+READMES = experiment_readmes(ROOT)
+
+
+@pytest.mark.parametrize("readme, data", READMES, ids=[r.parent.name for r, _ in READMES])
+def test_readme_numbers_are_the_records(readme, data):
+    problems = check(readme, data)
+    assert not problems, "\n".join(map(str, problems))
+
+
+def test_the_check_catches_a_typed_number_and_a_stale_table(tmp_path):
+    readme, data = next((r, d) for r, d in READMES if r.parent.name == "needle_4m")
+    text = readme.read_text()
+    typed = tmp_path / "typed.md"
+    # the old README's "6.1 GB" came from /usr/bin/time, not the records; "225 s" was one sample, not the mean
+    typed.write_text(text + "\nPeak resident memory 6.1 GB; the hybrid's prefill at 4M took 225 s.\n")
+    found = {p.what.split(" ")[0] for p in check(typed, data)}
+    assert {"6.1", "225"} <= found
+    stale = tmp_path / "stale.md"
+    stale.write_text(text.replace("199/200", "200/200", 1))
+    assert any("out of date" in p.what for p in check(stale, data))
