@@ -41,6 +41,7 @@ TRAIN_EXECUTION = ("parallel", "micro_batch", "collective_timeout")
 # TrainConfig fields added after checkpoints were keyed, whose default reproduces the old
 # behaviour: out of keys and hashes while at that default (shipped checkpoints stay valid).
 TRAIN_ADDED_AT_DEFAULT = {"max_len": 0}
+STAGE_ADDED_AT_DEFAULT = {"hops": 0}  # stage fields added later: left out of keys at their default
 
 
 class ConfigError(ValueError):
@@ -650,8 +651,12 @@ def validate_bench(b) -> None:
 def execution_free(train: dict) -> dict:
     """A train config (as a dict) without what only says how it runs (TRAIN_EXECUTION) and
     without fields added later while at their default: what checkpoint keys and run hashes see."""
-    return {k: v for k, v in train.items()
-            if k not in TRAIN_EXECUTION and not (k in TRAIN_ADDED_AT_DEFAULT and v == TRAIN_ADDED_AT_DEFAULT[k])}
+    out = {k: v for k, v in train.items()
+           if k not in TRAIN_EXECUTION and not (k in TRAIN_ADDED_AT_DEFAULT and v == TRAIN_ADDED_AT_DEFAULT[k])}
+    if "stages" in out:
+        out["stages"] = [{k: v for k, v in dict(s).items() if not (k in STAGE_ADDED_AT_DEFAULT and v == STAGE_ADDED_AT_DEFAULT[k])}
+                         for s in out["stages"]]
+    return out
 
 
 def selected_designs(cfg) -> list[str]:

@@ -38,7 +38,7 @@ from . import checkpoints, distributed
 from .config import execution_free, parse_duration
 from .model import Model, layout_for
 from .results import git_commit, stable_hash
-from .tasks.batches import IGNORE, Stage, mqar_batch
+from .tasks.batches import IGNORE, Stage, chain_batch, mqar_batch
 from .tasks.vocab import Vocab
 
 FORMAT = 2  # bump when the checkpoint contents or training semantics change (2: the fair rule, mixed lengths)
@@ -191,7 +191,9 @@ def step_batch(cfg, stages: list[Stage], stage_i: int, step: int, vocab: Vocab):
     if len(lengths) > 1:
         stage = stage.at(lengths[int(rng.integers(len(lengths)))])
     rows = rows_of(cfg.train, stage.seq_len)
-    return mqar_batch(rng, vocab, stage, rows)
+    if not stage.hops:
+        return mqar_batch(rng, vocab, stage, rows)
+    return chain_batch(rng, vocab, stage, rows, hops=int(rng.integers(1, stage.hops + 1)))
 
 
 @dataclass

@@ -80,8 +80,9 @@ def test_a_threshold_changes_the_verdict_not_only_the_text(tmp_path):
 
 
 def test_c1_verdicts(tmp_path):
-    preset = lambda v: rec("preset", "memory/cache_bytes_per_token", v, "bytes", "projected", preset="minimax_text_01",
-                           dtype="bf16", method="analytic")
+    def preset(v):
+        return rec("preset", "memory/cache_bytes_per_token", v, "bytes", "projected", preset="minimax_text_01",
+                               dtype="bf16", method="analytic")
     v = verdict("C1", tmp_path, [preset(40960)])
     assert v.verdict == C.SUPPORTED and v.projected_only
     assert verdict("C1", tmp_path, [preset(81920)]).verdict == C.NOT_SUPPORTED

@@ -128,7 +128,7 @@ def test_prefill_without_logits_then_probe_equals_full_forward(cfg, name):
         for _ in range(2):  # the same probe twice: the restore must undo the first
             probe = model(idx[:, 50:], cache).logits
             assert rel(probe, full[:, 50:]) <= 1e-5, name
-            other = model(idx[:, 50:53].flip(1), cache)  # scribble on the cache
+            model(idx[:, 50:53].flip(1), cache)  # scribble on the cache
             cache.restore(snap)
             assert cache.length == 50
 

@@ -75,8 +75,10 @@ def test_lightning_attn_against_quadratic_form(B, H, Hkv, T, D, with_state):
     decay = torch.tensor([2 ** (-8 * (h + 1) / H) for h in range(H)])
     S0 = rand(B, H, D, Dv, seed=3) if with_state else None
     inputs = [q, k, v] + ([S0] if with_state else [])
-    fn = lambda q, k, v, *s: K.lightning_attn(q, k, v, decay, initial_state=s[0] if s else None, backend="reference")
-    nv = lambda q, k, v, *s: lightning_quadratic(q, k, v, decay.double(), s[0] if s else None)
+    def fn(q, k, v, *s):
+        return K.lightning_attn(q, k, v, decay, initial_state=s[0] if s else None, backend="reference")
+    def nv(q, k, v, *s):
+        return lightning_quadratic(q, k, v, decay.double(), s[0] if s else None)
     o, final = fn(*inputs)
     o_want, final_want = nv(*double(*inputs))
     assert final.dtype == torch.float32
@@ -115,8 +117,10 @@ def test_lightning_split_sequence_equals_whole():
 @pytest.mark.parametrize("window", [1, 7, 64, 500])
 def test_sliding_window_attn(B, H, Hkv, T, D, window):
     q, k, v = rand(B, H, T, D), rand(B, Hkv, T, D, seed=1), rand(B, Hkv, T, D, seed=2)
-    fn = lambda *a: K.sliding_window_attn(*a, window, backend="reference")
-    nv = lambda *a: sliding_naive(*a, window)
+    def fn(*a):
+        return K.sliding_window_attn(*a, window, backend="reference")
+    def nv(*a):
+        return sliding_naive(*a, window)
     assert_close(fn(q, k, v), nv(*double(q, k, v)), what="o")
     for gg, gw, name in zip(grads(fn, [q, k, v]), grads(nv, double(q, k, v)), "qkv"):
         assert_close(gg, gw, what=f"d{name}")
@@ -185,8 +189,10 @@ def test_msa_attn(monkeypatch, B, H, G, T, D, bs, top_k, path):
     attn = msa_path(monkeypatch, path)
     q, k, v = rand(B, H, T, D), rand(B, G, T, D, seed=1), rand(B, G, T, D, seed=2)
     block_idx = K.msa_select(rand(B, G, T, 8, requires_grad=False, seed=3), rand(B, T, 8, requires_grad=False, seed=4), bs, top_k)
-    fn = lambda *a: attn(*a, block_idx, bs)
-    nv = lambda *a: msa_attn_naive(*a, block_idx, bs)
+    def fn(*a):
+        return attn(*a, block_idx, bs)
+    def nv(*a):
+        return msa_attn_naive(*a, block_idx, bs)
     assert_close(fn(q, k, v), nv(*double(q, k, v)), what="o")
     if path != "sparse":
         for gg, gw, name in zip(grads(fn, [q, k, v]), grads(nv, double(q, k, v)), "qkv"):

@@ -207,7 +207,8 @@ def test_scan_names_every_kind_of_damage_and_repair_keeps_what_it_removes(tmp_pa
 
     path = tmp_path / "results.jsonl"
     rec = recorder(path)
-    row = lambda i: rec.make(design="msa", layout="M", metric=f"smoke/m{i}", value=i, unit="ratio", status="measured")
+    def row(i):
+        return rec.make(design="msa", layout="M", metric=f"smoke/m{i}", value=i, unit="ratio", status="measured")
     rec.write_cell("whole", [row(0), row(1)], {"design": "msa"})
     rec.write_cell("garbled", [row(2), row(3)], {"design": "softmax"})
     data = path.read_bytes().replace(b'"value": 3', b'"value": 4')  # valid JSON still; the checksum says no

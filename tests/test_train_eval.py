@@ -194,8 +194,9 @@ def test_needle_run_with_the_shipped_softmax_model_resumes_without_repeating_cel
     first = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert first.returncode == 0, first.stderr[-3000:]
     assert "using shipped checkpoint" in first.stdout + first.stderr
-    records = lambda: [json.loads(l) for l in (tmp_path / "run" / "results.jsonl").read_text().splitlines()
-                       if json.loads(l).get("type") == "record"]
+    def records():
+        return [json.loads(l) for l in (tmp_path / "run" / "results.jsonl").read_text().splitlines()
+                           if json.loads(l).get("type") == "record"]
     before = records()
     acc = [r for r in before if r["metric"] == "niah/acc" and r.get("depth") is None]
     assert sorted(r["context_len"] for r in acc) == [1024, 2048] and all(r["n"] == 30 for r in acc)  # 6 short haystacks

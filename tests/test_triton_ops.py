@@ -130,7 +130,8 @@ def test_lightning_triton(B, H, T, Dk, Dv, with_state, dtype):
         return lambda q, k, v, *s: K.lightning_attn(q, k, v, decay, initial_state=s[0].float() if s else None,
                                                      backend=backend_name)
 
-    naive = lambda q, k, v, *s: lightning_quadratic(q, k, v, decay.to(q.dtype), s[0] if s else None)
+    def naive(q, k, v, *s):
+        return lightning_quadratic(q, k, v, decay.to(q.dtype), s[0] if s else None)
     check(run("triton"), run("reference") if dtype == F32 else naive, naive, xs, [dos[0].to(dtype), dos[1]], dtype,
           {"out": ["o", "final_state"], "grad": ["dq", "dk", "dv", "d_initial_state"]})
     o, state = K.lightning_attn(*(x.to(dtype) for x in xs[:3]), decay, backend="triton")
@@ -199,7 +200,8 @@ def test_msa_select_triton(B, G, T, S, Di, bs, top_k, pool, dtype):
         n_full = S // bs
         means = ik[:, : n_full * bs].double().unflatten(1, (n_full, bs)).mean(2)
         scores = torch.einsum("bgtd,bnd->bgtn", iq.double(), means)
-    pick = lambda idx: scores.gather(-1, idx[..., 1:].clamp(min=0)).masked_fill(idx[..., 1:] < 0, 0)
+    def pick(idx):
+        return scores.gather(-1, idx[..., 1:].clamp(min=0)).masked_fill(idx[..., 1:] < 0, 0)
     torch.testing.assert_close(pick(got), pick(want), rtol=1e-5, atol=1e-5)
 
 

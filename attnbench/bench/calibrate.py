@@ -31,7 +31,8 @@ MiB = 1 << 20
 def calibrate(base: HardwareConfig, *, min_run_time: float = 0.3) -> tuple[HardwareConfig, dict]:
     """A copy of `base` with the measured fields filled in, and the raw measurements."""
     cpu = torch.device("cpu")
-    t = lambda fn: time_fn(fn, cpu, min_run_time=min_run_time).median_ms / 1e3  # seconds
+    def t(fn):
+        return time_fn(fn, cpu, min_run_time=min_run_time).median_ms / 1e3  # seconds
 
     n = 2048
     a, b, out = torch.randn(n, n), torch.randn(n, n), torch.empty(n, n)
@@ -56,7 +57,8 @@ def calibrate(base: HardwareConfig, *, min_run_time: float = 0.3) -> tuple[Hardw
     exp_rate = logits.numel() / t(lambda: torch.exp(logits, out=exps))
 
     tiny = torch.zeros(8, 8)  # what the references issue: views and small ops on small tensors
-    mix = lambda: torch.exp(tiny[:, 1:].unsqueeze(0).transpose(1, 2).reshape(-1, 8)).mul(2.0).sum()
+    def mix():
+        return torch.exp(tiny[:, 1:].unsqueeze(0).transpose(1, 2).reshape(-1, 8)).mul(2.0).sum()
     launch = t(mix) / dispatches(mix)
 
     mlp = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.GELU(), torch.nn.Linear(8, 8))

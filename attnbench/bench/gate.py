@@ -68,7 +68,8 @@ def check(letter: str, *, device: torch.device, backend: str = "auto", window: i
           top_k: int = 4) -> tuple[bool, float]:
     """(passed, worst relative error) of the op(s) of one layer letter against the dense formulas."""
     g = torch.Generator().manual_seed(0)
-    r = lambda *shape, scale=1.0: (torch.randn(*shape, generator=g) * scale).to(device)
+    def r(*shape, scale=1.0):
+        return (torch.randn(*shape, generator=g) * scale).to(device)
     B, H, G, S, D = 2, 4, 2, 200, 24
     worst = 0.0
     for T in (S, 1):

@@ -42,7 +42,8 @@ class Shape:
 def make_inputs(op: str, sh: Shape, dtype: torch.dtype, device: torch.device, seed: int = 0) -> dict:
     """Random inputs of ``op`` at ``sh`` (unit-scale q, k, v; lightning's q, k scaled by 0.3)."""
     g = torch.Generator(device="cpu").manual_seed(seed)
-    rnd = lambda *s, scale=1.0: (torch.randn(*s, generator=g) * scale).to(device=device, dtype=dtype)
+    def rnd(*s, scale=1.0):
+        return (torch.randn(*s, generator=g) * scale).to(device=device, dtype=dtype)
     if op == "lightning":
         return dict(q=rnd(sh.B, sh.H, sh.T, sh.D, scale=0.3), k=rnd(sh.B, sh.H, sh.T, sh.D, scale=0.3),
                     v=rnd(sh.B, sh.H, sh.T, sh.D), decay=decay_rates(sh.H, 0, 2).to(device))
@@ -110,7 +111,8 @@ def baseline(name: str, op: str, x: dict, sh: Shape) -> tuple[Callable, list] | 
 
         mask = create_block_mask(band, B=None, H=None, Q_LEN=sh.T, KV_LEN=sh.T, device=x["q"].device)
         flex = torch.compile(flex_attention)
-        fn = lambda: flex(x["q"], x["k"], x["v"], block_mask=mask, enable_gqa=sh.H != sh.Hkv)
+        def fn():
+            return flex(x["q"], x["k"], x["v"], block_mask=mask, enable_gqa=sh.H != sh.Hkv)
         fn()  # compile now, outside the timing
         return fn, [x["q"], x["k"], x["v"]]
     if name == "fla" and op == "lightning":

@@ -33,7 +33,8 @@ def _randn(*shape, dtype, device, g, scale=1.0):
 def op_call(letter: str, phase: str, n: int, a: Arch, *, batch: int, dtype: torch.dtype, device: torch.device,
             backend: str = "auto", seed: int = 0) -> Callable[[], object]:
     g = torch.Generator().manual_seed(seed)
-    r = lambda *shape, scale=1.0: _randn(*shape, dtype=dtype, device=device, g=g, scale=scale)
+    def r(*shape, scale=1.0):
+        return _randn(*shape, dtype=dtype, device=device, g=g, scale=scale)
     B, H, G, D = batch, a.n_heads, a.n_kv_heads, a.head_dim
     T = n if phase == "prefill" else 1
     if letter == "S":
@@ -62,7 +63,8 @@ def op_call(letter: str, phase: str, n: int, a: Arch, *, batch: int, dtype: torc
 def filled_cache(block: Block, n: int, *, batch: int, dtype: torch.dtype, device: torch.device, seed: int = 0):
     """A cache for `block` holding n tokens of random keys / values / index keys / state."""
     g = torch.Generator().manual_seed(seed)
-    r = lambda *shape: _randn(*shape, dtype=dtype, device=device, g=g)
+    def r(*shape):
+        return _randn(*shape, dtype=dtype, device=device, g=g)
     attn, cache = block.attn, block.attn.new_cache()
     letter = block.letter
     if letter in "SM":

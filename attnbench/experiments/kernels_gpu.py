@@ -127,7 +127,8 @@ class Run:
         results = {}
         for name, backend, inputs, kw in (("truth", "reference", truth_x, {}), ("plain", "reference", x, plain_kw),
                                           ("kernel", "triton", x, {})):
-            fn = lambda z, backend=backend, kw=kw: O.run(op, backend, z, sh, **kw)
+            def fn(z, backend=backend, kw=kw):
+                return O.run(op, backend, z, sh, **kw)
             if grads:
                 results[name] = O.fwd_bwd(fn, inputs, GRAD_NAMES, do)
             else:

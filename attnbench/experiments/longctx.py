@@ -68,8 +68,9 @@ def prepare_models(ctx, grid: Grid | None = None) -> dict:
         record_training(ctx, cell, name, trained)
         train_len, at = training_facts(trained.record)["train_len"], check_len(trained.record, cfg)
         where = "" if train_len else f" (it passed no curriculum stage: checked at the first stage's {at} tokens)"
-        single = lambda i, d: niah(_rng(cfg.seed, 7, i), vocab, at, "single", [float(d)], kind=cfg.task.haystack,
-                                   value_noise=cfg.task.value_noise)[0]
+        def single(i, d):
+            return niah(_rng(cfg.seed, 7, i), vocab, at, "single", [float(d)], kind=cfg.task.haystack,
+                                           value_noise=cfg.task.value_noise)[0]
         checks = [("niah_single", {}, None)] + ([(grid.task, g, grid.make) for g in grid.groups] if grid else [])
         for c_i, (task, group, make) in enumerate(checks):
             common = dict(task=task, context_len=at, train_len=train_len, dtype="float32", **group,
@@ -107,7 +108,8 @@ def run_grid(ctx, grid: Grid) -> None:
     cal = {name: calibrate(t.model, dev, cfg.eval.chunk, cfg.model.vocab_size) for name, t in models.items()}
     hw = hardware_for_run(ctx) if dev.type == "cpu" else None  # the peak each prefill's GFLOP/s is held to
 
-    haystacks = lambda L: (cfg.eval.haystacks_short or cfg.eval.haystacks) if L <= cfg.eval.short_len else cfg.eval.haystacks
+    def haystacks(L):
+        return (cfg.eval.haystacks_short or cfg.eval.haystacks) if L <= cfg.eval.short_len else cfg.eval.haystacks
 
     def estimate(name, L, g_i, group):
         passes = len(grid.make(_rng(cfg.seed, L, g_i, 0), min(L, 64), group)) if grid.task == "niah_single" else 1

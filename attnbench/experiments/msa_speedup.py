@@ -61,8 +61,9 @@ def predict(ctx) -> pd.DataFrame:
         for n in b.memory_lens:
             for phase in ("prefill", "decode"):
                 for scope in ("attention", "model"):
-                    cost = lambda arch: costmodel.model_cost(arch, phase, n, batch=1, dtype="bfloat16", impl="fused",
-                                                             attention_only=scope == "attention")
+                    def cost(arch):
+                        return costmodel.model_cost(arch, phase, n, batch=1, dtype="bfloat16", impl="fused",
+                                                                                 attention_only=scope == "attention")
                     mine = cost(M3)
                     t3 = mine.seconds(hw, "bfloat16")
                     for base_name, base in baselines.items():
@@ -81,7 +82,8 @@ def predict(ctx) -> pd.DataFrame:
                                          baseline_ms=1e3 * t0, m3_ms=1e3 * t3))
     # attention FLOPs of one decoded token at 1M (hardware-independent): whole models, and one MSA layer
     # against one GQA layer of M3's shape (the paper's "per-token attention compute")
-    one_layer = lambda arch: replace(arch, layout=arch.layout[-1])
+    def one_layer(arch):
+        return replace(arch, layout=arch.layout[-1])
     pairs = [("m2", M2, M3), ("m3_dense", M3_DENSE, M3), ("gqa_layer", one_layer(M3_DENSE), one_layer(M3))]
     for base_name, base, mine in pairs:
         f0 = costmodel.model_cost(base, "decode", CLAIM_LEN, attention_only=True, dtype="bfloat16").flops

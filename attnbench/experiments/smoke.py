@@ -44,8 +44,9 @@ def run(ctx) -> None:
         model = Model(cfg.model, design).to(dev)
         ops = sorted({{"S": "softmax", "L": "lightning", "W": "sliding_window", "M": "msa"}[c] for c in model.layout})
         backend = ",".join(f"{op}:{choose(op, cfg.backend, dev)}" for op in ops)
-        rec = lambda metric, value, unit, status="measured", **kw: cell.record(
-            name, metric, value, unit, status, backend=backend, dtype="float32", context_len=T, **kw)
+        def rec(metric, value, unit, status="measured", **kw):
+            return cell.record(
+                    name, metric, value, unit, status, backend=backend, dtype="float32", context_len=T, **kw)
         for part, n in model.param_counts().items():
             rec(f"params/{part}", n, "count")
 

@@ -209,7 +209,8 @@ def smoke_designs(data: RunData) -> pd.DataFrame:
     rows = []
     for name in designs(df):
         g = df[df["design"] == name]
-        val = lambda m: g[g["metric"] == m]["v"].iloc[-1] if (g["metric"] == m).any() else float("nan")
+        def val(m):
+            return g[g["metric"] == m]["v"].iloc[-1] if (g["metric"] == m).any() else float("nan")
         rows.append({"design": name, "layout": g["layout"].dropna().iloc[0], "params": f"{val('params/total'):,.0f}",
                      "cache bytes (T=64, B=2)": f"{val('cache/bytes'):,.0f}",
                      "prefill vs full": f"{val('smoke/prefill_vs_full_rel_err'):.1e}",

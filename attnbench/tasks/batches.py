@@ -39,10 +39,12 @@ class Stage:
     n_queries: int = 4
     value_noise: float = 0.0
     max_context_len: int = 0  # > context_len: each step draws its length from the powers of two in between
+    hops: int = 0  # 0: MQAR lookups; k >= 1: chain examples (chain_batch), each step's hop count drawn from 1..k
 
     @property
     def seq_len(self) -> int:
-        return self.context_len + self.n_queries
+        """The longest sequence of a step: the context and its probes (a chain probe is [HOP_k K_start])."""
+        return self.context_len + self.n_queries * (2 if self.hops else 1)
 
     def lengths(self) -> list[int]:
         """The context lengths this stage trains on: context_len, doubled up to max_context_len."""

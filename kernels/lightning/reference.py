@@ -27,7 +27,7 @@ def _chunks(q, k, v, s, state):
     Returns o (B, H, N, C, Dv) fp32 and the state after the last chunk. The products run in
     q's dtype (fp32 for the truth); chunk contributions are added to the float64 state.
     """
-    N, C, dt = q.shape[2], q.shape[3], q.dtype
+    _N, C, dt = q.shape[2], q.shape[3], q.dtype
     s5 = s.view(1, -1, 1, 1, 1)  # (1, H, 1, 1, 1)
     i = torch.arange(C, device=q.device, dtype=torch.float32)
     gap = i[:, None] - i[None, :]  # (C, C): i - j
