@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from .data import RunData, designs, fmt_bytes, fmt_len, metric, pooled
+from .data import DESIGN_ORDER, RunData, designs, fmt_bytes, fmt_len, metric, pooled
 from .quality import learned, pooled_acc
 from .readme import table
 
@@ -401,3 +401,53 @@ def msa_terms(data: RunData) -> pd.DataFrame:
                 rows.append({"phase": phase, "model": who, "total": f"{total * k:,.1f} {unit}", "terms": parts,
                              "bytes read": f"{(r['baseline_bytes'] if who == 'M2' else r['m3_bytes']) / 1e9:,.1f} GB"})
     return pd.DataFrame(rows)
+
+
+# ---------------------------------------------------------------- plateau_probe
+
+
+@table("plateau_probe/runs")
+def plateau_runs(data: RunData) -> pd.DataFrame:
+    """One row per probe run: what it changed, whether it left the first-stage plateau, when."""
+    df = data.records
+    rows = []
+    for h in data.headers:
+        run = df[df["run_dir"] == h["run_dir"]]
+        done = run[run["metric"] == "train/steps_to_floor"]
+        if done.empty:
+            continue
+        r, curve = done.iloc[-1], run[run["metric"] == "train/loss"].sort_values("step")
+        c = h["config"]
+        design = c["attention"]["lightning_hybrid"]
+        last = curve.iloc[-1] if len(curve) else None
+        rows.append({
+            "probe": h["run_dir"].split("plateau_probe/")[-1].split("/")[0],
+            "layout": design["layout"], "lightning heads": design.get("lightning_heads", 0) or c["model"]["n_heads"],
+            "qkv conv": design.get("qkv_conv", 0), "lr": c["train"]["lr"],
+            "stop": r["train_status"], "steps to 90%": f"{r['v']:,.0f}" if pd.notna(r["v"]) else "—",
+            "steps run": f"{last['step']:,.0f}" if last is not None else "—",
+            "last logged acc": f"{float(last['acc']):.2f}" if last is not None else "—",
+            "wall (min)": f"{float(r['wall_s']) / 60:.0f}" if pd.notna(r.get("wall_s")) else "—",
+        })
+    out = pd.DataFrame(rows)
+    return out.sort_values(["probe", "layout", "lightning heads", "qkv conv", "lr"]) if len(out) else out
+
+
+# ---------------------------------------------------------------- presets
+
+
+@table("presets/params")
+def preset_params(data: RunData) -> pd.DataFrame:
+    """Parameter counts of every design at each preset, in millions (params/* records)."""
+    df = data.records[data.records["metric"].astype(str).str.startswith("params/")]
+    order = {p: i for i, p in enumerate(("tiny", "small", "base", "base24"))}
+    rows = []
+    for (preset, name), g in df.groupby(["preset", "design"], sort=False):
+        val = {m.split("/", 1)[1]: v for m, v in zip(g["metric"], g["v"])}
+        rows.append({"preset": preset, "design": name, "layers": f"{int(g['n_layers'].iloc[-1])}" if "n_layers" in g else "",
+                     **{k: f"{val[k] / 1e6:.2f}M" for k in ("total", "active", "attention", "experts", "embedding") if k in val}})
+    out = pd.DataFrame(rows)
+    if out.empty:
+        return out
+    out["_p"], out["_d"] = out["preset"].map(order), out["design"].map(lambda d: (DESIGN_ORDER + (d,)).index(d))
+    return out.sort_values(["_p", "_d"]).drop(columns=["_p", "_d"])
