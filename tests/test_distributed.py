@@ -208,12 +208,15 @@ def test_torchrun_two_processes_train_like_one_and_resume_after_rank_1_is_killed
 
 @pytest.mark.slow
 def test_a_process_that_fails_ends_the_job_with_one_line(tmp_path):
-    """Rank 0 cannot write its checkpoints (the cache path runs through a file): it says so in
-    one line and exits 1; torchrun stops rank 1, which says why; the job ends, exit code != 0."""
-    (tmp_path / "file").write_text("not a directory")
+    """Rank 0 cannot write its checkpoints (the cache directory is fine, but its checkpoints/
+    is a file, which the up-front checks do not look into): it says so in one line and exits 1;
+    torchrun stops rank 1, which says why; the job ends, exit code != 0."""
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    (cache / "checkpoints").write_text("not a directory")
     run_dir = tmp_path / "run"
     run_dir.mkdir()
-    job = torchrun("ddp", tmp_path / "file" / "cache", run_dir, "train.max_steps=20")
+    job = torchrun("ddp", cache, run_dir, "train.max_steps=20")
     out, err = job.communicate(timeout=400)
     assert job.returncode != 0
     ours = [l for l in err.splitlines() if l.startswith("attnbench: rank")]

@@ -178,10 +178,23 @@ def judge_c1(df: pd.DataFrame, t: dict, train=None) -> Verdict:
 
 # ---------------------------------------------------------------- C2
 
+# The 7:1 lightning hybrids that stand for Text-01, in order of preference: Text-01's layer as
+# configured (2 heads at this width), then the same layout with 8 lightning heads (Text-01's
+# decay schedule over more heads; experiments/plateau_probe). A claim judges the first one
+# whose records are there.
+HYBRIDS = ("lightning_hybrid", "lightning_hybrid_h8")
+
+
+def hybrid_of(d: pd.DataFrame, candidates=HYBRIDS) -> str:
+    """The first candidate with measured records in d (the first candidate when none has)."""
+    have = set(d[d["status"] == "measured"]["design"])
+    return next((name for name in candidates if name in have), candidates[0])
+
+
 
 def judge_c2(df: pd.DataFrame, t: dict, train=None) -> Verdict:
-    v, name = Verdict(), "lightning_hybrid"
     d = pooled(metric(df, "niah/acc"))
+    v, name = Verdict(), hybrid_of(d)
     d = d[(d["design"] == name) & (d["status"] == "measured")]
     if d.empty:
         return v
@@ -217,7 +230,8 @@ def judge_c3(df: pd.DataFrame, t: dict, train=None) -> Verdict:
     v = Verdict()
     d = metric(df, "multihop/acc")
     d = d[(d["status"] == "measured") & (d["hops"] >= t["min_hops"])]
-    if d[d["design"] == "softmax"].empty or d[d["design"] == "lightning_hybrid"].empty:
+    hyb_name = hybrid_of(d)
+    if d[d["design"] == "softmax"].empty or d[d["design"] == hyb_name].empty:
         return v
     if "scoring" in d.columns and not (d["scoring"] == "final value").any():
         v.evidence.append("these records scored every hop with every intermediate key given (k single lookups, "
@@ -228,11 +242,11 @@ def judge_c3(df: pd.DataFrame, t: dict, train=None) -> Verdict:
     hops = sorted(d["hops"].dropna().unique(), reverse=True)
     cell = None
     for k in hops:  # the most hops where softmax does the task (lower bound >= min_ref) at some length
-        lens = reference_lengths(df, "multihop/acc", "lightning_hybrid", "softmax", t["min_ref"], hops=k, scoring="final value")
+        lens = reference_lengths(df, "multihop/acc", hyb_name, "softmax", t["min_ref"], hops=k, scoring="final value")
         if lens:
             cell = (k, max(lens))
             break
-    if not needs_learned(v, df, ["softmax", "lightning_hybrid"], "multihop", t, train, hops=cell[0] if cell else max(hops)):
+    if not needs_learned(v, df, ["softmax", hyb_name], "multihop", t, train, hops=cell[0] if cell else max(hops)):
         return v
     if cell is None:
         v.verdict = INCONCLUSIVE
@@ -242,7 +256,7 @@ def judge_c3(df: pd.DataFrame, t: dict, train=None) -> Verdict:
     k, L = cell
     s = acc_at(df, "multihop/acc", "softmax", L, hops=k, scoring="final value")
     results = {}
-    for name in ("lightning_hybrid", "swa_hybrid"):
+    for name in (hyb_name, "swa_hybrid"):
         a = acc_at(df, "multihop/acc", name, L, hops=k, scoring="final value")
         if a is None:
             continue
@@ -253,7 +267,7 @@ def judge_c3(df: pd.DataFrame, t: dict, train=None) -> Verdict:
     if "swa_hybrid" in results and not learned(df, "swa_hybrid", "multihop", hops=k, train=train).flag:
         v.evidence.append("swa_hybrid did not learn the task: its row is not used")
         results.pop("swa_hybrid")
-    hyb = results["lightning_hybrid"]
+    hyb = results[hyb_name]
     if hyb == "below":
         v.verdict = SUPPORTED if results.get("swa_hybrid", "below") == "below" else PARTLY
     elif hyb == "not below":
@@ -457,8 +471,8 @@ CLAIMS = [
             "retrieval accuracy.", SEED_001),
            ("trained with contexts \"up to 1 million tokens\" and able to \"extrapolate to 4 million tokens during "
             "inference\"", SEED_000)],
-          "needle_4m", {"learned_lb": LEARNED_LOWER_BOUND, "factor": 4, "retrieval": 0.9},
-          LEARNED_RULE.replace("{models}", "lightning_hybrid") +
+          "needle_4m", {"learned_lb": LEARNED_LOWER_BOUND, "factor": 4, "retrieval": 0.9, "hybrids": ", then ".join(HYBRIDS)},
+          LEARNED_RULE.replace("{models}", "the 7:1 hybrid (the first of {hybrids} with records)") +
           "At its longest tested length, when that is >= {factor}x its true training length: supported if the "
           "accuracy's 95% lower bound is >= {retrieval} (the claim says 100%), not supported if the upper bound is "
           "< {retrieval}; otherwise, or below {factor}x, inconclusive.",
@@ -468,11 +482,11 @@ CLAIMS = [
           [("The lightning hybrid matched full attention on the benchmarks of the time, but \"at a larger scale ... "
             "had clear deficits in complex, multi-hop reasoning tasks\", the kind agents rely on.", SEED_000),
            ("A sliding-window hybrid they also tried \"wasn't good enough\".", SEED_000)],
-          "multihop", {"learned_lb": LEARNED_LOWER_BOUND, "min_hops": 2, "min_ref": 0.5, "gap": 0.1},
-          LEARNED_RULE.replace("{models}", "softmax and lightning_hybrid (the k-hop chain)") +
+          "multihop", {"learned_lb": LEARNED_LOWER_BOUND, "min_hops": 2, "min_ref": 0.5, "gap": 0.1, "hybrids": ", then ".join(HYBRIDS)},
+          LEARNED_RULE.replace("{models}", "softmax and the 7:1 hybrid (the first of {hybrids} with records; the k-hop chain)") +
           "Compositional probes only (start key given, final value scored), >= {min_hops} hops. The cell: the most "
           "hops, then the longest length, where softmax's 95% lower bound is >= {min_ref} (none: both fail, "
-          "inconclusive). Deficit bounds from the two intervals: lightning_hybrid below softmax by >= {gap}: "
+          "inconclusive). Deficit bounds from the two intervals: the hybrid below softmax by >= {gap}: "
           "supported (partly if swa_hybrid, when it ran and learned, is not also below); a deficit of {gap} "
           "excluded: not supported; else inconclusive.",
           judge_c3),
