@@ -14,7 +14,7 @@ from omegaconf import OmegaConf
 from attnbench import checkpoints
 from attnbench.evaluate import run_sample, wilson
 from attnbench.model import Model
-from attnbench.tasks.batches import Stage, mqar_batch
+from attnbench.tasks.batches import IGNORE, Stage, mqar_batch
 from attnbench.tasks.generate import niah
 from attnbench.tasks.levels import batch_levels
 from attnbench.train import checkpoint_key, get_model, train, vocab_of
@@ -262,3 +262,29 @@ def test_a_longer_curriculum_continues_from_the_model_of_its_prefix(cache):
     s1 = train(compose_cfg(["+exp=train", *TINY, *stuck, f"train.stages=[{a}]"]), "lightning", torch.device("cpu")).record
     s2 = train(compose_cfg(["+exp=train", *TINY, *stuck, f"train.stages=[{a},{b}]"]), "lightning", torch.device("cpu")).record
     assert s1["status"] == s2["status"] == "stalled" and s2["steps"] == s1["steps"] and s2["continued_from"] == s1["key"]
+
+
+def test_the_chain_curriculum_extends_the_needle_curriculum_with_composition_steps():
+    """conf/curriculum/chain.yaml: needle_4m's stages unchanged (so multihop continues from the
+    needle models), then chain stages whose steps are compositional probes of 1..hops hops."""
+    from attnbench.config import default_stages
+    from attnbench.tasks.vocab import HOP_BASE
+    from attnbench.train import prefix_model, stages_of, step_batch
+
+    needle, chain = compose_cfg(["+exp=needle_4m"]), compose_cfg(["+exp=multihop"])
+    n = len(needle.train.stages)
+    assert stages_of(chain.train)[:n] == stages_of(needle.train) == [Stage(**vars(s)) for s in default_stages()]
+    assert checkpoint_key(compose_cfg(["+exp=train", "+curriculum=chain"]), "softmax") == checkpoint_key(chain, "softmax")
+    assert checkpoint_key(needle, "softmax") != checkpoint_key(chain, "softmax")
+    stages, vocab = stages_of(chain.train), vocab_of(chain)
+    assert all(s.hops == 0 for s in stages[:n]) and [s.hops for s in stages[n:]] == [2, 4]
+    seen = set()
+    for step in range(30):
+        x, y = step_batch(chain, stages, len(stages) - 1, step, vocab)
+        hop_tokens = x[(x >= HOP_BASE) & (x < HOP_BASE + 4)]
+        assert hop_tokens.numel() > 0 and (y != IGNORE).any(1).all()  # probes ask, and only at their start keys
+        assert ((y != IGNORE) == (torch.roll(x, 1, 1) >= HOP_BASE) & (torch.roll(x, 1, 1) < HOP_BASE + 4)).all()
+        seen |= set((hop_tokens - HOP_BASE + 1).unique().tolist())
+    assert seen == {1, 2, 3, 4}  # every hop count is drawn
+    # the multihop models continue from the needle models (shipped ones included)
+    assert prefix_model(chain, "softmax") is None or prefix_model(chain, "softmax")[2] == n
