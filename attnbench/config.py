@@ -105,7 +105,7 @@ class TaskConfig:
 
 
 def default_stages() -> list:
-    # DESIGN.md: a small key vocabulary first, then keys 16 -> 32 -> 64, then pairs 4 -> 8,
+    # docs/DESIGN.md: a small key vocabulary first, then keys 16 -> 32 -> 64, then pairs 4 -> 8,
     # then length and the evaluation format (filler with value noise), ending on lengths mixed
     # from 128 to 1,024 tokens (training only on long sequences does not generalise: Based).
     # The value vocabulary stays at 16: growing it (16 -> 32) stalled every variant we tried
@@ -129,7 +129,7 @@ class TrainConfig:
     The fair rule (issue: every design an experiment compares trains under it): the same
     curriculum, optimiser and seed, the same token budget and the same patience per stage.
     ``patience`` is longer than the step at which any design was seen to leave a stage (the
-    3:1 lightning hybrid left stage 1 near step 2,900; DESIGN.md), so no design is stopped
+    3:1 lightning hybrid left stage 1 near step 2,900; docs/DESIGN.md), so no design is stopped
     before another escaped; ``budget`` (wall clock) is only a safety net and is recorded.
     """
 

@@ -2,7 +2,7 @@
 
 Every design trains the same backbone on the same generator with the same seed under one
 recorded rule (``rule_of``: token budget, patience per stage, advance and floor thresholds).
-The curriculum (DESIGN.md "Training small models on this CPU") moves to its next stage when
+The curriculum (docs/DESIGN.md "Training small models on this CPU") moves to its next stage when
 the rolling query accuracy reaches ``train.advance_at``; its last stage mixes lengths from 128
 to 1,024 tokens, and training ends early once that stage holds ``train.floor``. What a design
 needed to get there (steps, tokens, wall time) is part of the result, and so is its true

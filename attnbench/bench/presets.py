@@ -145,7 +145,7 @@ M3 = Arch(
         "index_n_heads 4, index_head_dim 128, index_block_size 128, index_topk_blocks 16, index_local_blocks 1; "
         "the indexer caches one key head of 128 per token (MiniMaxM3VLSparseCacheLayer.idx_keys)",
         "layout": "seed 000: 'in 57 of its 60 layers a small index picks ... the 16 most relevant blocks of 128'; "
-        "DESIGN.md: the first layers stay dense (3 of 60)",
+        "docs/DESIGN.md: the first layers stay dense (3 of 60)",
         "params": "seed 000: about 428B total, about 23B active",
         "method": "MiniMax Sparse Attention, arXiv 2606.13392 (block 128, k = 16, 2,048 KV tokens per query)",
     },
@@ -193,7 +193,7 @@ GEMMA3_27B = Arch(
         "num_hidden_layers 62, num_attention_heads 32, num_key_value_heads 16, head_dim 128, "
         "sliding_window 1024, sliding_window_pattern 6)",
         "layout": "Gemma 3 technical report, arXiv 2503.19786: 5 local layers per global layer, local span 1024",
-        "role": "the sliding-window hybrid of DESIGN.md (seed 000: 'A sliding-window hybrid they also tried')",
+        "role": "the sliding-window hybrid of docs/DESIGN.md (seed 000: 'A sliding-window hybrid they also tried')",
     },
 )
 

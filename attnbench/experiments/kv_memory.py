@@ -20,7 +20,7 @@ from attnbench.model import Model
 
 CHECK_DTYPES = ("float32", "bfloat16")
 PUBLISHED = {  # (preset, dtype) -> bytes per token the sources state (tests/test_memory.py holds these too)
-    ("minimax_text01", "bfloat16"): 40_960,  # seed 000: "about 40 KiB per token in BF16"; DESIGN.md C1
+    ("minimax_text01", "bfloat16"): 40_960,  # seed 000: "about 40 KiB per token in BF16"; docs/DESIGN.md C1
     ("minimax_m1", "bfloat16"): 40_960,
     ("minimax_m2", "bfloat16"): 253_952,  # 62 x 8 x 128 x 2 x 2 B (issue #3)
 }

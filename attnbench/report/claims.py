@@ -1,4 +1,4 @@
-"""The claims attnbench tests (DESIGN.md C1-C6): source quotes, thresholds, rules, verdicts.
+"""The claims attnbench tests (docs/DESIGN.md C1-C6): source quotes, thresholds, rules, verdicts.
 
 Each claim's thresholds live in its ``Claim`` entry (``thresholds``), and the rule a reader
 sees is generated from them (``Claim.rule``), so the text cannot drift from the code. Every

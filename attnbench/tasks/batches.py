@@ -9,7 +9,7 @@ task ``chain``):
     [BOS] haystack with chains [K_a V_b] [K_b V_c] .. [SEP] HOP_k K_a1  HOP_k K_a2 ...
     target at the position of each start key K_ai: the chain's final value; nothing else scored.
 
-The answers never enter the input, so a model cannot score by elimination (DESIGN.md). One
+The answers never enter the input, so a model cannot score by elimination (docs/DESIGN.md). One
 stage of the curriculum fixes how many distinct keys / values / filler tokens are in play,
 how many pairs, the context length and the value noise; this is the same format the NIAH
 probes use at evaluation time, so the curriculum ends in the evaluation format.
