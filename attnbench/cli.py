@@ -40,6 +40,28 @@ from .rundir import RunDirError
 
 config_mod.register()
 
+
+def experiments_help() -> str:
+    """``${attnbench_experiments:}`` in ``--help`` (conf/hydra/help/attnbench.yaml): one line per
+    conf/exp/*.yaml, its name and its ``exp.description``, so the help follows the files.
+    "$" is doubled: Hydra formats the help template with Python's string.Template."""
+    from importlib.resources import files
+
+    rows = []
+    for f in sorted(files("attnbench.conf").joinpath("exp").iterdir(), key=lambda p: p.name):
+        if not f.name.endswith(".yaml"):
+            continue
+        try:
+            description = OmegaConf.select(OmegaConf.create(f.read_text()), "exp.description", default="")
+        except (OmegaConfBaseException, ValueError) as ex:
+            description = f"(cannot read {f.name}: {type(ex).__name__})"
+        rows.append((f.name.removesuffix(".yaml"), str(description or "")))
+    width = max((len(name) for name, _ in rows), default=0)
+    return "\n".join(f"  {name:<{width}}  {text}".rstrip() for name, text in rows).replace("$", "$$")
+
+
+OmegaConf.register_new_resolver("attnbench_experiments", experiments_help, replace=True)
+
 EXIT_BAD_INPUT, EXIT_SIGINT, EXIT_SIGTERM = 2, 130, 143  # 128 + the signal number, as shells report it
 
 

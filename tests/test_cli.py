@@ -32,6 +32,18 @@ def test_every_experiment_composes_and_validates(exp):
     assert cfg.exp.name == exp
 
 
+def test_help_is_attnbench_own(tmp_path):
+    """--help (conf/hydra/help/attnbench.yaml): the main command, every experiment, the docs."""
+    res = run_cli("--help", cwd=tmp_path, timeout=120)
+    assert res.returncode == 0, res.stderr[-3000:]
+    out = res.stdout
+    assert "+exp=needle_4m" in out and "docs/DESIGN.md" in out and "report --help" in out, out
+    assert "powered by Hydra" not in out, out
+    listed = {line.split()[0] for line in out.splitlines() if line.startswith("  ") and line.split()}
+    assert set(EXPS) <= listed, sorted(set(EXPS) - listed)
+    assert (Path(__file__).resolve().parents[1] / "docs" / "DESIGN.md").is_file()
+
+
 @pytest.mark.parametrize(
     "override, field",
     [
