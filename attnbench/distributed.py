@@ -68,9 +68,12 @@ def n_processes() -> int:
 
 def launch_rank() -> int:
     """This process's rank as its starter set it (before any process group exists); 0 alone."""
-    for var in ("RANK", "SLURM_PROCID"):
-        if starter() and os.environ.get(var):
-            return int(os.environ[var])
+    if starter() == "submitit":  # SLURM or submitit's local executor: its JobEnvironment knows which
+        from submitit import JobEnvironment
+
+        return int(JobEnvironment().global_rank)
+    if starter() and os.environ.get("RANK"):
+        return int(os.environ["RANK"])
     return 0
 
 
