@@ -185,7 +185,9 @@ def test_torchrun_two_processes_train_like_one_and_resume_after_rank_1_is_killed
         monkeypatch.setenv("ATTNBENCH_CACHE", str(one / "cache"))
         monkeypatch.setattr(checkpoints, "SHIPPED", tmp_path / "shipped")
         resumed_alone = one_process_curve([budget])
-    rerun = torchrun(parallel, cache, run_dir, budget)
+    rerun_dir = tmp_path / "rerun"  # another token budget is another run config (rundir identity): its own directory
+    rerun_dir.mkdir()
+    rerun = torchrun(parallel, cache, rerun_dir, budget)
     out, err = rerun.communicate(timeout=400)
     assert rerun.returncode == 0, err[-3000:]
     (folder,) = glob.glob(str(cache / "checkpoints" / "softmax-*"))
@@ -202,8 +204,9 @@ def test_torchrun_two_processes_train_like_one_and_resume_after_rank_1_is_killed
     assert_same_curve(record["curve"], reference)
     if parallel == "fsdp":
         assert_same_curve(resumed_alone, reference)
-    # rank 0 alone wrote the run's records
-    assert (run_dir / "results.jsonl").read_text().count('"type": "header"') == 2
+    # rank 0 alone wrote each run's records
+    for d in (run_dir, rerun_dir):
+        assert (d / "results.jsonl").read_text().count('"type": "header"') == 1
 
 
 @pytest.mark.slow
