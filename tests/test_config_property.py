@@ -136,7 +136,8 @@ def test_unusable_directories_get_one_line_before_anything_is_created(case):
         if kind == 0:
             overrides, want = ["+exp=smoke", f"hydra.run.dir={below}"], "run directory"
         elif kind == 1:
-            overrides, want = [f"+exp={exp}", f"hydra.run.dir={tmp}/run"], "cache directory"
+            # device=cpu: an exp made for GPUs (train_gpu) would first say there is no CUDA device
+            overrides, want = [f"+exp={exp}", "device=cpu", f"hydra.run.dir={tmp}/run"], "cache directory"
             env["ATTNBENCH_CACHE"] = str(below / "cache")
         else:  # a directory holding another config's records
             run = tmp / "run"
