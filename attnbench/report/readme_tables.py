@@ -451,3 +451,19 @@ def preset_params(data: RunData) -> pd.DataFrame:
         return out
     out["_p"], out["_d"] = out["preset"].map(order), out["design"].map(lambda d: (DESIGN_ORDER + (d,)).index(d))
     return out.sort_values(["_p", "_d"]).drop(columns=["_p", "_d"])
+
+
+@table("multihop/check")
+def multihop_check(data: RunData) -> pd.DataFrame:
+    """Each model on the chain task at its own training length (train/acc records, by hops)."""
+    d = metric(data.records, "train/acc")
+    d = d[(d["status"] == "measured") & (d["task"] != "niah_single") & d["hops"].notna()]
+    rows = []
+    for name in designs(d):
+        row = {"design": name}
+        for hops, g in d[d["design"] == name].groupby("hops"):
+            r = g.iloc[-1]
+            row[f"{hops:g} hops at {r['context_len']:.0f}"] = (f"{r['v']:.2f} ({r['ci_low']:.2f}–{r['ci_high']:.2f}), "
+                                                              f"{round(r['v'] * r['n']):.0f}/{r['n']:.0f}")
+        rows.append(row)
+    return pd.DataFrame(rows)
