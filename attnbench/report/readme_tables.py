@@ -460,10 +460,10 @@ def multihop_check(data: RunData) -> pd.DataFrame:
     d = d[(d["status"] == "measured") & (d["task"] != "niah_single") & d["hops"].notna()]
     rows = []
     for name in designs(d):
-        row = {"design": name}
-        for hops, g in d[d["design"] == name].groupby("hops"):
+        mine = d[d["design"] == name]
+        row = {"design": name, "training length": f"{mine['context_len'].iloc[-1]:.0f}"}
+        for hops, g in mine.groupby("hops"):
             r = g.iloc[-1]
-            row[f"{hops:g} hops at {r['context_len']:.0f}"] = (f"{r['v']:.2f} ({r['ci_low']:.2f}–{r['ci_high']:.2f}), "
-                                                              f"{round(r['v'] * r['n']):.0f}/{r['n']:.0f}")
+            row[f"{hops:g} hops"] = f"{r['v']:.2f} ({r['ci_low']:.2f}–{r['ci_high']:.2f}), {round(r['v'] * r['n']):.0f}/{r['n']:.0f}"
         rows.append(row)
     return pd.DataFrame(rows)
