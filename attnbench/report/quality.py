@@ -151,7 +151,9 @@ def training(df: pd.DataFrame, headers: list[dict]) -> pd.DataFrame:
     train_len (the longest stage passed), rule, steps, tokens, stop_reason, status, stage, source."""
     configs = run_configs(headers)
     rows = []
-    for name, g in df[df["metric"] == "train/steps_to_floor"].groupby("design", sort=False):
+    # one row per (experiment, design): multihop's models continue needle_4m's under the same
+    # design name but are other models (other stages, another true training length)
+    for (exp, name), g in df[df["metric"] == "train/steps_to_floor"].groupby(["exp", "design"], sort=False, dropna=False):
         r = g.iloc[-1]
         if isinstance(r.get("rule"), dict):  # written by this version: the facts are in the record
             rule, train_len, stop, steps = r["rule"], r["train_len"], r.get("stop_reason"), r.get("steps")
@@ -164,11 +166,11 @@ def training(df: pd.DataFrame, headers: list[dict]) -> pd.DataFrame:
                 steps = _old_steps(df, name, r.get("tokens"))
         stage = (f"{int(r['final_stage'])}/{int(r['n_stages'])}"
                  if pd.notna(r.get("final_stage")) and pd.notna(r.get("n_stages")) else "")
-        rows.append({"design": name, "rule": rule, "train_len": train_len, "stop_reason": stop, "steps": steps,
+        rows.append({"exp": exp, "design": name, "rule": rule, "train_len": train_len, "stop_reason": stop, "steps": steps,
                      "steps_exact": steps is not None,
                      "tokens": r.get("tokens"), "status": r.get("train_status"), "stage": stage,
                      "source": r.get("source") if isinstance(r.get("source"), str) else str(r.get("note") or "")})
-    return pd.DataFrame(rows, columns=["design", "rule", "train_len", "stop_reason", "steps", "steps_exact", "tokens",
+    return pd.DataFrame(rows, columns=["exp", "design", "rule", "train_len", "stop_reason", "steps", "steps_exact", "tokens",
                                        "status", "stage", "source"])
 
 
@@ -212,7 +214,9 @@ def learned(df: pd.DataFrame, design: str, task: str | None = None, hops=None, t
     fallback = own.empty
     use = t[t["task"].isin(["niah_single"]) | t["task"].isna()] if fallback else own
     train_len = float("nan")
-    if train is not None and not train[train["design"] == design].empty:
+    if not use.empty and pd.to_numeric(use["train_len"], errors="coerce").notna().any():
+        train_len = float(pd.to_numeric(use["train_len"], errors="coerce").max())  # what the checked model was trained to
+    elif train is not None and not train[train["design"] == design].empty:
         train_len = float(train[train["design"] == design]["train_len"].iloc[-1])
     if use.empty:
         return Learned(None, None, task or "", float("nan"), train_len, f"{design}: no check at the training length recorded")
@@ -237,9 +241,11 @@ def add_learned(df: pd.DataFrame, train: pd.DataFrame) -> pd.DataFrame:
     training length) and the true ``train_len`` (the longest stage passed, from the training
     records; what older records wrote, the config's last stage, is kept in ``train_len_recorded``)."""
     df = df.assign(train_len_recorded=df["train_len"], learned=None)
-    true = dict(zip(train["design"], train["train_len"])) if train is not None and not train.empty else {}
-    acc = df["metric"].isin(ACC_METRICS) & df["design"].isin(list(true))
-    df.loc[acc, "train_len"] = df.loc[acc, "design"].map(true).astype(float)
+    true = ({(e, d): t for e, d, t in zip(train["exp"], train["design"], train["train_len"])}
+            if train is not None and not train.empty else {})
+    key = pd.Series(list(zip(df["exp"], df["design"])), index=df.index)
+    acc = df["metric"].isin(ACC_METRICS) & key.isin(list(true))
+    df.loc[acc, "train_len"] = key[acc].map(true).astype(float)
     flags: dict = {}
     for metric_name in ("niah/acc", "multihop/acc", "multihop/lookup_acc"):
         rows = df[df["metric"] == metric_name]

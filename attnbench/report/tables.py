@@ -302,9 +302,10 @@ def training_table(train: pd.DataFrame) -> Table | None:
             ("", "status"), ("", "stop reason"), ("", "rule"), ("", "source")]
     table = Table("training", cols, note="Copied from each checkpoint's record.json (source). Trained to: the longest "
                                          "context of a curriculum stage the model passed (0: none).")
+    several = "exp" in train and train["exp"].nunique() > 1  # the same design's models of different experiments
     for _, t in train.iterrows():
         rule = t["rule"] if isinstance(t["rule"], dict) else {}
-        table.rows.append([Cell(t["design"]), Cell(f"{int(t['train_len']):,}" if pd.notna(t["train_len"]) else "—"),
+        table.rows.append([Cell(f"{t['design']} ({t['exp']})" if several else t["design"]), Cell(f"{int(t['train_len']):,}" if pd.notna(t["train_len"]) else "—"),
                            Cell(t["stage"] or "—"), Cell((("" if t.get("steps_exact", True) is not False else "~") + f"{int(t['steps']):,}")
                                 if pd.notna(t["steps"]) else "—"),
                            Cell(f"{int(t['tokens']):,}" if pd.notna(t["tokens"]) else "—"), Cell(str(t["status"])),
