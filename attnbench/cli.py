@@ -249,12 +249,6 @@ def describe(ex: BaseException) -> str:
     return " ".join(text.split())[:500]
 
 
-def distributed_active() -> bool:
-    from . import distributed
-
-    return distributed.active()
-
-
 def run(cfg: DictConfig, run_dir: Path) -> None:
     import torch
     from rich.console import Console
@@ -267,7 +261,7 @@ def run(cfg: DictConfig, run_dir: Path) -> None:
 
     # SIGTERM finishes the run partially (exit 143); in a distributed run distributed.session
     # owns SIGTERM (torchrun stopping the job: one line, exit 143, no teardown)
-    previous = signal.getsignal(signal.SIGTERM) if distributed_active() else signal.signal(signal.SIGTERM, _raise_terminated)
+    previous = signal.getsignal(signal.SIGTERM) if distributed.active() else signal.signal(signal.SIGTERM, _raise_terminated)
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     seeds = seed_everything(cfg.seed)
