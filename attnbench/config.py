@@ -31,7 +31,7 @@ KERNEL_BASELINES = ("sdpa", "flash_attn", "flex", "fla", "reference")
 # Position schemes of the softmax-type layers (S, W, M): RoPE on the whole head, on
 # model.rotary_frac of it (Text-01's half-head RoPE), none, or partial RoPE with a learned
 # s * log(n) logit scale (Scalable-Softmax), n the number of keys a query can see.
-POSITIONS = ("rope", "partial", "nope", "logn")
+POSITIONS = ("rope", "partial", "nope", "logn", "nope_logn")
 # train.parallel: one process (today's path), or one model across the processes torchrun (or a
 # SLURM job through submitit) starts: DistributedDataParallel, or FSDP2's fully_shard.
 PARALLEL = ("none", "ddp", "fsdp")
@@ -68,7 +68,7 @@ class DesignConfig:
     index_loss_weight: float = 1.0  # M: weight of the index KL loss in training
     n_layers: int = 0  # layers of this design's model (0: model.n_layers), e.g. 16 for LLLLLLLS x 2
     lightning_heads: int = 0  # L: heads of the lightning layers (0: model.n_heads), same total width
-    position: str = "partial"  # S/W/M: rope | partial | nope | logn (see POSITIONS)
+    position: str = "partial"  # S/W/M: rope | partial | nope | logn | nope_logn (see POSITIONS)
     qkv_conv: int = 0  # L: kernel of a short causal depthwise conv on q, k, v (0: none, the faithful Text-01 layer)
 
 

@@ -43,7 +43,7 @@ class Rotary(nn.Module):
 
 def rotary_frac(cfg, design) -> float:
     """The RoPE fraction of a design's softmax-type layers (``attention.<design>.position``)."""
-    return {"rope": 1.0, "partial": cfg.rotary_frac, "nope": 0.0, "logn": cfg.rotary_frac}[design.position]
+    return {"rope": 1.0, "partial": cfg.rotary_frac, "nope": 0.0, "logn": cfg.rotary_frac, "nope_logn": 0.0}[design.position]
 
 
 LOGN_INIT = 1.0 / math.log(512)  # s x log(n) = 1 at n = 512 keys, mid-way through the training lengths
@@ -77,7 +77,7 @@ class Position(nn.Module):
     def __init__(self, cfg, design, head_dim: int, n_heads: int, cap: int = 0):
         super().__init__()
         self.rope = Rotary(head_dim, rotary_frac(cfg, design), cfg.rope_base)
-        self.logn = LogNScale(n_heads, cap) if design.position == "logn" else None
+        self.logn = LogNScale(n_heads, cap) if design.position in ("logn", "nope_logn") else None
 
     def query(self, q: torch.Tensor, pos0: int) -> torch.Tensor:
         q = self.rope(q, pos0)
