@@ -20,6 +20,8 @@ import math
 import torch
 
 FLOOR_ULPS = 4  # rounding floor, in units of the dtype's epsilon times max |truth|
+TIE_RTOL = 1e-5  # msa block scores closer than this (relative, and absolute below 1) tie to fp32 rounding:
+# a kernel may choose either block (its fp32 sums run in another order than the float64 truth's)
 
 
 def max_error(got: torch.Tensor, truth: torch.Tensor) -> tuple[float, float]:
