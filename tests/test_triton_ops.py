@@ -234,3 +234,9 @@ def test_triton_without_cuda_or_interpreter_says_so(monkeypatch):
     q = torch.randn(1, 2, 8, 16)
     with pytest.raises(RuntimeError, match="CUDA device"):
         K.softmax_attn(q, q, q, backend="triton")
+
+
+def test_triton_names_the_dtypes_it_takes():
+    q = torch.randn(1, 2, 8, 16, dtype=torch.float64)
+    with pytest.raises(TypeError, match="fp32, fp16 and bf16 .*int64 and int32"):
+        K.softmax_attn(q, q, q, backend="triton")
