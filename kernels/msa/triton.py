@@ -234,6 +234,7 @@ def msa_select(index_q, index_k, block_size: int, top_k: int, *, pool: str = "ma
 
 
 def _meta(q, k, block_size):
+    """The launch constants the attention kernels share (shapes, tiles, the dtype rule)."""
     B, H, T, D = q.shape
     G, S = k.shape[1], k.shape[2]
     return dict(T=T, S=S, OFFSET=S - T, H=H, G=G, D=D, BLOCK_D=pow2(D), BS=block_size,
