@@ -1,7 +1,8 @@
 """The one backend switch for every op in ``attnbench.kernels``.
 
 Backends:
-  ``reference``  plain torch (kernels/<op>/reference.py): readable, the truth, and fast on CPU.
+  ``reference``  the fast plain-torch path (kernels/<op>/reference.py), the one used on CPU.
+                 (The truth of each op is kernels/<op>/naive.py, which is no backend.)
   ``triton``     Triton kernels (kernels/<op>/triton.py): for CUDA devices, or the CPU under
                  ``TRITON_INTERPRET=1`` (tests only: ~1 ms per program).
   ``auto``       triton on a CUDA device when the op has a Triton kernel and triton imports,

@@ -1,5 +1,6 @@
-"""Each op's reference against a naive formula written differently: outputs and gradients,
-odd shapes (T = 63, 200; D = 24), float64 truth."""
+"""Each op's reference (the fast plain-torch path) against its naive formula (the truth,
+kernels/<op>/naive.py, written differently): outputs and gradients, odd shapes (T = 63, 200;
+D = 24), float64 truth."""
 
 from __future__ import annotations
 
@@ -7,17 +8,13 @@ import pytest
 import torch
 
 import attnbench.kernels as K
-from attnbench.kernels.msa import reference as msa_ref
+from attnbench.kernels.lightning import naive as lightning_naive
 from attnbench.kernels.lightning import reference as lightning_ref
-
-from naive import (
-    lightning_quadratic,
-    lightning_recurrent,
-    msa_attn_naive,
-    msa_select_naive,
-    sliding_naive,
-    softmax_naive,
-)
+from attnbench.kernels.msa import naive as msa_naive
+from attnbench.kernels.msa import reference as msa_ref
+from attnbench.kernels.sliding_window.naive import sliding_window_attn as sliding_naive
+from attnbench.kernels.softmax.naive import softmax_attn as softmax_naive
+from attnbench.model.lightning import decay_rates
 
 SHAPES = [(1, 4, 2, 63, 24), (2, 6, 3, 200, 24), (1, 2, 2, 17, 32)]  # B, H, Hkv, T, D
 
@@ -72,13 +69,13 @@ def test_lightning_attn_against_quadratic_form(B, H, Hkv, T, D, with_state):
     Dv = D + 8  # Dk != Dv on purpose
     q, k, v = rand(B, H, T, D), rand(B, H, T, D, seed=1), rand(B, H, T, Dv, seed=2)
     q, k = q.detach().mul(0.3).requires_grad_(), k.detach().mul(0.3).requires_grad_()
-    decay = torch.tensor([2 ** (-8 * (h + 1) / H) for h in range(H)])
+    decay = decay_rates(H, 0, 2)
     S0 = rand(B, H, D, Dv, seed=3) if with_state else None
     inputs = [q, k, v] + ([S0] if with_state else [])
     def fn(q, k, v, *s):
         return K.lightning_attn(q, k, v, decay, initial_state=s[0] if s else None, backend="reference")
     def nv(q, k, v, *s):
-        return lightning_quadratic(q, k, v, decay.double(), s[0] if s else None)
+        return lightning_naive.lightning_attn(q, k, v, decay.double(), initial_state=s[0] if s else None)
     o, final = fn(*inputs)
     o_want, final_want = nv(*double(*inputs))
     assert final.dtype == torch.float32
@@ -92,7 +89,7 @@ def test_lightning_chunking_and_segments_agree_with_recurrence(monkeypatch):
     B, H, T, D = 1, 3, 77, 8
     q, k, v = (rand(B, H, T, D, requires_grad=False, seed=i) * 0.5 for i in range(3))
     decay = torch.tensor([0.9, 0.05, 1e-4])
-    want_o, want_s = lightning_recurrent(*(x.double() for x in (q, k, v)), decay.double())
+    want_o, want_s = lightning_naive.lightning_recurrent(*(x.double() for x in (q, k, v)), decay.double())
     for chunk, segment, exponent in [(1, 16384, 500.0), (5, 16384, 500.0), (64, 30, 500.0), (128, 16384, 500.0),
                                      (5, 16384, 2.0), (16, 40, 30.0)]:  # small exponents: many scan groups
         monkeypatch.setattr(lightning_ref, "SEGMENT", segment)
@@ -144,7 +141,7 @@ def test_msa_select(monkeypatch, B, G, T, S, Di, bs, top_k, pool):
     monkeypatch.setattr(msa_ref, "SELECT_KEYS", 20)
     iq, ik = rand(B, G, T, Di, requires_grad=False), rand(B, S, Di, requires_grad=False, seed=1)
     got = K.msa_select(iq, ik, bs, top_k, pool=pool)
-    want = msa_select_naive(iq, ik, bs, top_k, pool)
+    want = msa_naive.msa_select(iq, ik, bs, top_k, pool=pool)
     assert got.dtype == torch.int64 and got.shape == (B, G, T, top_k)
     assert torch.equal(got, want)
 
@@ -155,20 +152,71 @@ def tied_index(B, G, T, S, Di, levels=2, seed=0):
     return (torch.randint(levels, (B, G, T, Di), generator=g).float(), torch.randint(levels, (B, S, Di), generator=g).float())
 
 
-def test_msa_select_ties_go_to_the_lowest_block_ids(monkeypatch):
+@pytest.mark.parametrize("select", [K.msa_select, msa_naive.msa_select], ids=["reference", "naive"])
+@pytest.mark.parametrize("pool", ["max", "mean"])
+def test_msa_select_ties_go_to_the_lowest_block_ids(select, pool):
     """Equal block scores rank by block id, lowest first (MiniMax's reference: a stable sort)."""
     bs, top_k, T = 4, 4, 40
     iq, ik = torch.ones(1, 1, T, 8), torch.ones(1, T, 8)  # every block scores the same
-    got = K.msa_select(iq, ik, bs, top_k)
+    got = select(iq, ik, bs, top_k, pool=pool)
     for t in range(T):
         local = t // bs
         want = [local] + list(range(min(local, top_k - 1))) + [-1] * (top_k - 1 - min(local, top_k - 1))
         assert got[0, 0, t].tolist() == want, (t, got[0, 0, t].tolist(), want)
+    ik[:, 8:12] = 2.0  # block 2 now scores highest; blocks 0, 1, 3, .. still tie behind it
+    assert select(iq, ik, bs, top_k, pool=pool)[0, 0, -1].tolist() == [9, 2, 0, 1]
+
+
+def test_msa_select_partial_ties_reference_equals_naive(monkeypatch):
     monkeypatch.setattr(msa_ref, "SELECT_ROWS", 7)
     monkeypatch.setattr(msa_ref, "SELECT_KEYS", 20)
     for seed, pool in [(0, "max"), (1, "max"), (2, "mean")]:  # partial ties, inside and at the edge of the top k
         iq, ik = tied_index(2, 2, 90, 90, 3, seed=seed)  # block size 4: block means stay exact in fp32
-        assert torch.equal(K.msa_select(iq, ik, 4, 6, pool=pool), msa_select_naive(iq, ik, 4, 6, pool)), (seed, pool)
+        assert torch.equal(K.msa_select(iq, ik, 4, 6, pool=pool), msa_naive.msa_select(iq, ik, 4, 6, pool=pool)), (seed, pool)
+
+
+def small_case(op):
+    """(reference, naive, inputs) of op at a small odd shape, float64 inputs."""
+    B, H, G, T, S, D, bs = 1, 4, 2, 37, 45, 8, 4
+    q, k, v = rand(B, H, T, D, seed=5), rand(B, G, S, D, seed=6), rand(B, G, S, D, seed=7)
+    if op == "softmax":
+        return (lambda *a: K.softmax_attn(*a, backend="reference")), softmax_naive, (q, k, v)
+    if op == "sliding_window":
+        return (lambda *a: K.sliding_window_attn(*a, 9, backend="reference")), (lambda *a: sliding_naive(*a, 9)), (q, k, v)
+    if op == "lightning":
+        q, k, v = (rand(B, H, T, D, seed=i) * 0.5 for i in range(3))
+        S0 = rand(B, H, D, D, seed=3)
+        def ref(q, k, v, S0):
+            return K.lightning_attn(q, k, v, decay_rates(H, 0, 2), initial_state=S0, backend="reference")[0]
+        def nv(q, k, v, S0):
+            return lightning_naive.lightning_attn(q, k, v, decay_rates(H, 0, 2), initial_state=S0)[0]
+        return ref, nv, (q, k, v, S0)
+    block_idx = K.msa_select(rand(B, G, T, 8, requires_grad=False, seed=8), rand(B, S, 8, requires_grad=False, seed=9), bs, 3)
+    return ((lambda *a: K.msa_attn(*a, block_idx, bs, backend="reference")), (lambda *a: msa_naive.msa_attn(*a, block_idx, bs)),
+            (q, k, v))
+
+
+@pytest.mark.parametrize("op", ["softmax", "sliding_window", "lightning", "msa"])
+def test_naive_equals_reference_in_float64(op):
+    """Both in float64, the reference and the naive formula agree to float64 rounding: the same
+    formula (lightning: its reference forms the decay factors and the chunk states in fp32
+    whatever the dtype, so it agrees to fp32 rounding only)."""
+    ref, nv, xs = small_case(op)
+    tol = 1e-5 if op == "lightning" else 1e-11
+    xs = double(*xs)
+    assert ref(*xs).dtype == torch.float64
+    assert_close(ref(*xs), nv(*xs), rtol=tol, atol=tol, what="o")
+    for gg, gw, name in zip(grads(ref, xs), grads(nv, xs), ["q", "k", "v", "S0"]):
+        assert_close(gg, gw, rtol=tol, atol=tol, what=f"d{name}")
+
+
+def test_lightning_naive_closed_form_equals_recurrence():
+    q, k, v = (rand(2, 3, 29, 8, requires_grad=False, seed=i).double() for i in range(3))
+    S0 = rand(2, 3, 8, 8, requires_grad=False, seed=3).double()
+    decay = torch.tensor([0.9, 0.05, 1e-4], dtype=torch.float64)
+    for got, want in zip(lightning_naive.lightning_attn(q, k, v, decay, initial_state=S0),
+                         lightning_naive.lightning_recurrent(q, k, v, decay, initial_state=S0)):
+        assert_close(got, want, rtol=1e-12, atol=1e-12)
 
 
 def msa_path(monkeypatch, path):
@@ -192,7 +240,7 @@ def test_msa_attn(monkeypatch, B, H, G, T, D, bs, top_k, path):
     def fn(*a):
         return attn(*a, block_idx, bs)
     def nv(*a):
-        return msa_attn_naive(*a, block_idx, bs)
+        return msa_naive.msa_attn(*a, block_idx, bs)
     assert_close(fn(q, k, v), nv(*double(q, k, v)), what="o")
     if path != "sparse":
         for gg, gw, name in zip(grads(fn, [q, k, v]), grads(nv, double(q, k, v)), "qkv"):
@@ -261,7 +309,7 @@ def test_msa_attn_queries_aligned_to_last_keys(monkeypatch):
     B, H, G, T, S, D, bs = 1, 4, 2, 9, 70, 16, 8
     q, k, v = rand(B, H, T, D), rand(B, G, S, D, seed=1), rand(B, G, S, D, seed=2)
     block_idx = K.msa_select(rand(B, G, T, 8, requires_grad=False, seed=3), rand(B, S, 8, requires_grad=False, seed=4), bs, 3)
-    want = msa_attn_naive(*double(q, k, v), block_idx, bs)
+    want = msa_naive.msa_attn(*double(q, k, v), block_idx, bs)
     assert_close(K.msa_attn(q, k, v, block_idx, bs), want, what="dense")
     monkeypatch.setattr(msa_ref, "DENSE_LIMIT", 0)
     with torch.no_grad():

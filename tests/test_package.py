@@ -32,6 +32,11 @@ def test_wheel_contains_configs_and_kernels(tmp_path):
         "attnbench/kernels/msa/reference.py",
         "attnbench/kernels/sliding_window/reference.py",
         "attnbench/kernels/softmax/reference.py",
+        "attnbench/kernels/tolerance.py",  # the gate and the benchmarks import it and the naive truths
+        "attnbench/kernels/lightning/naive.py",
+        "attnbench/kernels/msa/naive.py",
+        "attnbench/kernels/sliding_window/naive.py",
+        "attnbench/kernels/softmax/naive.py",
         "attnbench/model/backbone.py",
         "attnbench/bench/costmodel.py",
         "attnbench/conf/hardware/h200.yaml",

@@ -1,6 +1,7 @@
 """backend="triton" for every op, on CPU under Triton's interpreter (TRITON_INTERPRET=1, set in
 conftest.py before any kernel module is imported): outputs, final states and gradients against
-the float64 truth, within twice the error of plain torch in the same dtype (tests/tolerance.py),
+the float64 naive truth (kernels/<op>/naive.py), within twice the error of plain torch in the
+same dtype (kernels/tolerance.py),
 on odd shapes (T = 63, 130; D = 24) and with queries aligned to the last of S > T keys.
 
 The interpreter costs ~1 ms per program and op, so shapes stay tiny; the same checks at real
@@ -15,14 +16,16 @@ import torch
 triton = pytest.importorskip("triton")
 
 import attnbench.kernels as K  # noqa: E402
-from attnbench.kernels import backend  # noqa: E402
+from attnbench.kernels import backend, tolerance  # noqa: E402
 from attnbench.kernels.lightning import reference as lightning_ref  # noqa: E402
 from attnbench.kernels.lightning import triton as lightning_tr  # noqa: E402
+from attnbench.kernels.lightning.naive import lightning_attn as lightning_naive  # noqa: E402
+from attnbench.kernels.msa import naive as msa_naive  # noqa: E402
 from attnbench.kernels.msa import reference as msa_ref  # noqa: E402
 from attnbench.kernels.sliding_window import triton as flash_tr  # noqa: E402
-
-from naive import lightning_quadratic, msa_attn_naive, sliding_naive, softmax_naive  # noqa: E402
-from tolerance import assert_within  # noqa: E402
+from attnbench.kernels.sliding_window.naive import sliding_window_attn as sliding_naive  # noqa: E402
+from attnbench.kernels.softmax.naive import softmax_attn as softmax_naive  # noqa: E402
+from attnbench.model.lightning import decay_rates  # noqa: E402
 
 if not flash_tr._fwd.__class__.__name__.startswith("Interpreted"):
     pytest.skip("kernel modules were imported without TRITON_INTERPRET=1", allow_module_level=True)
@@ -51,7 +54,7 @@ def check(kernel, plain, naive, xs, dos, dtype, names):
     truth = fwd_bwd(naive, [x.double() for x in xs], dos)
     for kind, g, r, t in (("out", *(z[0] for z in (got, ref, truth))), ("grad", *(z[1] for z in (got, ref, truth)))):
         for i, (gi, ri, ti) in enumerate(zip(g, r, t)):
-            assert_within(gi, ti, ri, f"{kind} {names[kind][i]}", dtype)
+            tolerance.assert_within(gi, ti, ri, f"{kind} {names[kind][i]}", dtype)
 
 
 def plain_attention(naive_fn, reference_fn):
@@ -103,10 +106,6 @@ def test_flash_small_tiles_skip_what_the_window_cannot_see(monkeypatch, window):
 
 # ---------------------------------------------------------------- lightning
 
-def _decay(H):
-    return torch.tensor([2 ** (-8 * (h + 1) / H) for h in range(H)])
-
-
 def _lightning_inputs(B, H, T, Dk, Dv, with_state, seed=0):
     xs = [randn(B, H, T, Dk, seed=seed, scale=0.3), randn(B, H, T, Dk, seed=seed + 1, scale=0.3),
           randn(B, H, T, Dv, seed=seed + 2)]
@@ -124,14 +123,14 @@ def _lightning(fn, decay):
 @pytest.mark.parametrize("dtype", [F32, F16, BF16])
 def test_lightning_triton(B, H, T, Dk, Dv, with_state, dtype):
     xs, dos = _lightning_inputs(B, H, T, Dk, Dv, with_state)
-    decay = _decay(H)
+    decay = decay_rates(H, 0, 2)
 
     def run(backend_name):  # the state enters in fp32 whatever the dtype of q, k, v
         return lambda q, k, v, *s: K.lightning_attn(q, k, v, decay, initial_state=s[0].float() if s else None,
                                                      backend=backend_name)
 
     def naive(q, k, v, *s):
-        return lightning_quadratic(q, k, v, decay.to(q.dtype), s[0] if s else None)
+        return lightning_naive(q, k, v, decay, initial_state=s[0] if s else None)
     check(run("triton"), run("reference") if dtype == F32 else naive, naive, xs, [dos[0].to(dtype), dos[1]], dtype,
           {"out": ["o", "final_state"], "grad": ["dq", "dk", "dv", "d_initial_state"]})
     o, state = K.lightning_attn(*(x.to(dtype) for x in xs[:3]), decay, backend="triton")
@@ -143,7 +142,7 @@ def test_lightning_triton_many_chunks_and_split_sequence(monkeypatch):
     monkeypatch.setattr(lightning_tr, "CHUNK", 16)
     xs, dos = _lightning_inputs(1, 3, 77, 16, 24, with_state=True, seed=30)
     decay = torch.tensor([0.9, 0.05, 1e-4])
-    naive = _lightning(lightning_quadratic, decay.double())
+    naive = _lightning(lightning_naive, decay.double())
     check(_lightning(lightning_tr.lightning_attn, decay), _lightning(lightning_ref.lightning_attn, decay),
           lambda q, k, v, s: naive(q, k, v, s), xs, dos, F32,
           {"out": ["o", "final_state"], "grad": ["dq", "dk", "dv", "d_initial_state"]})
@@ -161,25 +160,16 @@ def test_lightning_decode_step_kernel(dtype):
     B, H, Dk, Dv = 2, 3, 24, 40
     q, k, v = (randn(B, H, 1, D, seed=40 + i, scale=0.5).to(dtype) for i, D in enumerate((Dk, Dk, Dv)))
     state = randn(B, H, Dk, Dv, seed=43)
-    decay = _decay(H)
+    decay = decay_rates(H, 0, 2)
     with torch.no_grad():
         o, s = K.lightning_attn(q, k, v, decay, initial_state=state, backend="triton")
         o_ref, s_ref = K.lightning_attn(q, k, v, decay, initial_state=state, backend="reference")
-        o_naive, s_naive = lightning_quadratic(q.double(), k.double(), v.double(), decay.double(), state.double())
-    assert_within(o, o_naive, o_ref, "decode o", dtype)
-    assert_within(s, s_naive, s_ref, "decode state", F32)
+        o_naive, s_naive = lightning_naive(q.double(), k.double(), v.double(), decay, initial_state=state.double())
+    tolerance.assert_within(o, o_naive, o_ref, "decode o", dtype)
+    tolerance.assert_within(s, s_naive, s_ref, "decode state", F32)
 
 
 # ---------------------------------------------------------------- msa
-
-def _block_scores(iq, ik, bs):
-    """(B, G, T, NB) max-pooled token scores in float64 (the truth of the selection)."""
-    s = torch.einsum("bgtd,bsd->bgts", iq.double(), ik.double())
-    S = ik.shape[1]
-    nb = -(-S // bs)
-    s = torch.nn.functional.pad(s, (0, nb * bs - S), value=float("-inf"))
-    return s.unflatten(-1, (nb, bs)).amax(-1)
-
 
 @pytest.mark.parametrize("B,G,T,S,Di,bs,top_k", [(1, 2, 63, 63, 24, 8, 3), (2, 1, 130, 130, 16, 16, 4),
                                                   (1, 3, 20, 130, 8, 7, 5), (1, 1, 100, 100, 16, 4, 9)])
@@ -194,15 +184,9 @@ def test_msa_select_triton(B, G, T, S, Di, bs, top_k, pool, dtype):
         return
     # Only near-ties may differ (fp32 sums in another order): compare the chosen blocks' scores.
     assert torch.equal(got[..., 0], want[..., 0]) and torch.equal(got < 0, want < 0), "local block or padding differ"
-    if pool == "max":
-        scores = _block_scores(iq, ik, bs)
-    else:
-        n_full = S // bs
-        means = ik[:, : n_full * bs].double().unflatten(1, (n_full, bs)).mean(2)
-        scores = torch.einsum("bgtd,bnd->bgtn", iq.double(), means)
-    def pick(idx):
-        return scores.gather(-1, idx[..., 1:].clamp(min=0)).masked_fill(idx[..., 1:] < 0, 0)
-    torch.testing.assert_close(pick(got), pick(want), rtol=1e-5, atol=1e-5)
+    scores = msa_naive.block_scores(iq, ik, bs, pool=pool)
+    torch.testing.assert_close(msa_naive.chosen_scores(got, scores), msa_naive.chosen_scores(want, scores),
+                               rtol=tolerance.TIE_RTOL, atol=tolerance.TIE_RTOL)
 
 
 @pytest.mark.parametrize("pool", ["max", "mean"])
@@ -227,9 +211,9 @@ def test_msa_attn_triton(shape, dtype):
     xs = [randn(B, H, T, D, seed=60), randn(B, G, S, D, seed=61), randn(B, G, S, D, seed=62)]
     block_idx = msa_ref.msa_select(randn(B, G, T, 8, seed=63), randn(B, S, 8, seed=64), bs, top_k)
     check(lambda *a: K.msa_attn(*a, block_idx, bs, backend="triton"),
-          plain_attention(lambda *a: msa_attn_naive(*a, block_idx, bs),
+          plain_attention(lambda *a: msa_naive.msa_attn(*a, block_idx, bs),
                           lambda *a: K.msa_attn(*a, block_idx, bs, backend="reference")),
-          lambda *a: msa_attn_naive(*a, block_idx, bs), xs, [randn(B, H, T, D, seed=65).to(dtype)], dtype,
+          lambda *a: msa_naive.msa_attn(*a, block_idx, bs), xs, [randn(B, H, T, D, seed=65).to(dtype)], dtype,
           {"out": ["o"], "grad": ["dq", "dk", "dv"]})
 
 
@@ -249,4 +233,10 @@ def test_triton_without_cuda_or_interpreter_says_so(monkeypatch):
     monkeypatch.setenv("TRITON_INTERPRET", "0")
     q = torch.randn(1, 2, 8, 16)
     with pytest.raises(RuntimeError, match="CUDA device"):
+        K.softmax_attn(q, q, q, backend="triton")
+
+
+def test_triton_names_the_dtypes_it_takes():
+    q = torch.randn(1, 2, 8, 16, dtype=torch.float64)
+    with pytest.raises(TypeError, match="fp32, fp16 and bf16 .*int64 and int32"):
         K.softmax_attn(q, q, q, backend="triton")

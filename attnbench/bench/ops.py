@@ -1,14 +1,15 @@
-"""The attention ops at benchmark shapes: inputs, calls, baselines, dense truths, error checks.
+"""The attention ops at benchmark shapes: inputs, calls, baselines, naive truths, selection gaps.
 
 Shared by exp kernels_cpu (the plain-torch references against causal SDPA on CPU) and exp
 kernels_gpu (the Triton kernels against the references and the fastest baselines on CUDA).
 Every op is called through attnbench.kernels with an explicit backend, never imported from
-a backend module, so the one backend switch stays the only place that picks code.
+a backend module, so the one backend switch stays the only place that picks code; the naive
+truths (kernels/<op>/naive.py) are no backend and are imported directly. Errors are judged by
+kernels/tolerance.py.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Callable
 
@@ -16,7 +17,10 @@ import torch
 import torch.nn.functional as F
 
 import attnbench.kernels as K
-from attnbench.kernels.msa.reference import selection_mask
+from attnbench.kernels.lightning import naive as lightning_naive
+from attnbench.kernels.msa import naive as msa_naive
+from attnbench.kernels.sliding_window import naive as sliding_naive
+from attnbench.kernels.softmax import naive as softmax_naive
 from attnbench.model.lightning import decay_rates
 
 OPS = ("softmax", "sliding_window", "lightning", "msa")
@@ -136,48 +140,24 @@ def with_backward(fn: Callable, leaves: list) -> Callable:
     return step
 
 
-def dense(op: str, x: dict, sh: Shape) -> torch.Tensor:
-    """The op written densely (T x T mask or weights, float64): a truth for moderate T."""
-    q, k, v = (x[n].double() for n in ("q", "k", "v"))
-    T = q.shape[2]
-    t = torch.arange(T, device=q.device)
-    causal = t[None, :] <= t[:, None]
-    if op == "lightning":
-        s = x["decay"].double().view(1, -1, 1, 1)
-        gap = (t[:, None] - t[None, :]).double()
-        w = torch.where(causal, torch.exp(-s * gap.clamp(min=0)), torch.zeros((), dtype=torch.float64, device=q.device))
-        return ((q @ k.transpose(-1, -2)) * w) @ v
+def naive(op: str, x: dict, sh: Shape, dtype: torch.dtype = torch.float64) -> torch.Tensor:
+    """The op's naive formula (kernels/<op>/naive.py) on x cast to ``dtype``: the truth in float64
+    (dense, O(T^2) time and memory: moderate T only), plain torch in x's own dtype. msa selects
+    with its naive selection unless x holds a block_idx."""
+    z = {n: (t.to(dtype) if t.is_floating_point() else t) for n, t in x.items()}
+    q, k, v = z["q"], z["k"], z["v"]
     if op == "softmax":
-        mask = causal
-    elif op == "sliding_window":
-        mask = causal & (t[None, :] > t[:, None] - sh.window)
-    elif op == "msa":
-        iq, ik = x["index_q"].double(), x["index_k"].double()
-        nb = -(-T // sh.block_size)
-        tok = torch.einsum("bgtd,bsd->bgts", iq, ik)  # (B, G, T, T) token scores
-        tok = F.pad(tok, (0, nb * sh.block_size - T), value=float("-inf")).unflatten(-1, (nb, sh.block_size))
-        blocks = tok.amax(-1)  # (B, G, T, NB)
-        local = t // sh.block_size
-        blocks = blocks.masked_fill(torch.arange(nb, device=q.device)[None, :] >= local[:, None], float("-inf"))
-        top = blocks.topk(min(sh.top_k - 1, nb), dim=-1)
-        idx = torch.cat([local.expand(*blocks.shape[:2], T)[..., None],
-                         top.indices.masked_fill(top.values == float("-inf"), -1)], dim=-1)
-        mask = selection_mask(idx, sh.block_size, T).repeat_interleave(sh.H // sh.Hkv, dim=1)
-    else:
-        raise ValueError(f"op={op!r}: allowed {', '.join(OPS)}")
-    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=q.shape[1] != k.shape[1])
-
-
-def max_error(got: torch.Tensor, truth: torch.Tensor) -> tuple[float, float]:
-    """(max |got - truth|, max |truth|)."""
-    got, truth = got.detach().double(), truth.detach().double()
-    return float((got - truth).abs().max()), float(truth.abs().max())
-
-
-def within_rule(err: float, torch_err: float, scale: float, dtype: torch.dtype, ulps: int = 4) -> tuple[bool, float]:
-    """The flash-attention rule of tests/tolerance.py: err <= 2 torch_err + ulps eps max(scale, 1)."""
-    bound = 2 * torch_err + ulps * torch.finfo(dtype).eps * max(scale, 1.0)
-    return (err <= bound and math.isfinite(err)), bound
+        return softmax_naive.softmax_attn(q, k, v)
+    if op == "sliding_window":
+        return sliding_naive.sliding_window_attn(q, k, v, sh.window)
+    if op == "lightning":
+        return lightning_naive.lightning_attn(q, k, v, z["decay"])[0]
+    if op == "msa":
+        idx = z.get("block_idx")
+        if idx is None:
+            idx = msa_naive.msa_select(z["index_q"], z["index_k"], sh.block_size, sh.top_k)
+        return msa_naive.msa_attn(q, k, v, idx, sh.block_size)
+    raise ValueError(f"op={op!r}: allowed {', '.join(OPS)}")
 
 
 def fwd_bwd(fn: Callable[[dict], torch.Tensor], x: dict, names: tuple[str, ...], do: torch.Tensor):

@@ -68,7 +68,7 @@ def gate(ctx, letters: str) -> dict[str, bool]:
         ok, err = check(letter, device=ctx.device, backend=ctx.cfg.backend)
         passed[letter] = ok
         ctx.record(design, "gate/rel_error", err, "relative", "measured" if ok else "failed", backend=backend,
-                   op=OP_OF[letter], note="dense fp64 formula, T=200 and T=1 of S=200, D=24, GQA 4/2")
+                   op=OP_OF[letter], note="naive fp64 formula, kernels/tolerance.py rule; T=200 and T=1 of S=200, D=24, GQA 4/2")
         ctx.console.print(f"  gate {OP_OF[letter]:<15} backend={backend:<9} max rel err {err:.1e} {'ok' if ok else 'FAILED'}")
     return passed
 

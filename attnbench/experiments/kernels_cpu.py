@@ -8,9 +8,10 @@ records os.getloadavg() before and after (`noisy` when above the core count), be
 may be shared. Each timing also records its achieved GFLOP/s (the cost model's FLOP count of
 the op) and its fraction of the fp32 matmul peak calibrated at the start of the run.
 
-Correctness first: each op is checked at kernels.shapes.check_lengths against its dense form
-(a T x T mask or decay matrix in float64, attnbench.bench.ops.dense); an op that misses by more
-than CHECK_RTOL of the output's scale is recorded ``failed`` and never timed.
+Correctness first: each op is checked at kernels.shapes.check_lengths against its naive truth
+(kernels/<op>/naive.py, dense, in float64; msa with its naive selection) by the rule of
+kernels/tolerance.py, plain torch being the same naive formula in the dtype checked; an op that
+fails is recorded ``failed`` and never timed.
 """
 
 from __future__ import annotations
@@ -23,8 +24,8 @@ from attnbench.bench import costmodel
 from attnbench.bench import ops as O
 from attnbench.bench.presets import Arch
 from attnbench.bench.timing import efficiency, time_fn
+from attnbench.kernels import tolerance
 
-CHECK_RTOL = 1e-4  # fp32 references against the float64 dense truth, relative to max |truth|
 TIMED = ("lightning", "sliding_window", "msa")
 
 
@@ -50,13 +51,13 @@ def check(ctx, op: str, T: int, dtype: torch.dtype) -> bool:
     cell = ctx.cell(part="check", op=op, T=T, dtype=str(dtype))
     x = O.make_inputs(op, sh, dtype, ctx.device)
     with torch.no_grad():
-        err, scale = O.max_error(O.run(op, "reference", x, sh), O.dense(op, x, sh))
-    ok = err <= CHECK_RTOL * scale
+        ok, err, torch_err, bound = tolerance.check(O.run(op, "reference", x, sh), O.naive(op, x, sh),
+                                                    O.naive(op, x, sh, dtype), dtype)
     cell.record(op, "kernels/check_err", err, "abs", "measured" if ok else "failed", layout="", op=op,
                 backend="reference", dtype=str(dtype).removeprefix("torch."), context_len=T, tensor="o",
-                bound=CHECK_RTOL * scale, note="forward vs the float64 dense form")
+                bound=bound, torch_err=torch_err, note="forward vs the float64 naive formula")
     cell.commit()
-    ctx.console.print(f"  check {op:<15} T={T:<6} err {err:.2e} (scale {scale:.2e}) {'ok' if ok else 'FAILED'}")
+    ctx.console.print(f"  check {op:<15} T={T:<6} err {err:.2e} <= {bound:.2e}? {'ok' if ok else 'FAILED'}")
     return ok
 
 
@@ -176,7 +177,7 @@ def run(ctx) -> None:
         ok = [op for op in kc.ops if op in TIMED and all(check(ctx, op, T, dtype) for T in kc.shapes.check_lengths)]
         for op in sorted(set(kc.ops) & set(TIMED) - set(ok)):
             ctx.record(op, "latency/prefill_ms", None, "ms", "skipped", layout="", op=op, backend="reference",
-                       note="its check against the dense form failed: never timed")
+                       note="its check against the naive formula failed: never timed")
         for T in kc.shapes.lengths:
             timings(ctx, T, dtype, ok, peak)
     text = summary(ctx)

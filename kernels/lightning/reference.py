@@ -25,7 +25,7 @@ def _chunks(q, k, v, s, state):
     """q, k (B, H, N, C, Dk), v (B, H, N, C, Dv) in the compute dtype; s (H,) fp32; state (B, H, Dk, Dv) float64.
 
     Returns o (B, H, N, C, Dv) fp32 and the state after the last chunk. The products run in
-    q's dtype (fp32 for the truth); chunk contributions are added to the float64 state.
+    q's dtype (fp32 by default); chunk contributions are added to the float64 state.
     """
     _N, C, dt = q.shape[2], q.shape[3], q.dtype
     s5 = s.view(1, -1, 1, 1, 1)  # (1, H, 1, 1, 1)
@@ -51,7 +51,7 @@ def _scan(kv, rate, state):
     Written as a few tensor ops per group of g chunks rather than a Python loop over chunks:
     inside a group, S_in[j] = a^j (E + sum_{m<j} a^-(m+1) kv_m) (E the state entering the group),
     one cumulative sum. The growing factor a^-(m+1) <= exp(SCAN_EXPONENT) bounds g, so nothing
-    overflows and float64 keeps ~1e-13 relative error; the naive loop is tests/naive.py's
+    overflows and float64 keeps ~1e-13 relative error; the naive loop is kernels/lightning/naive.py's
     lightning_recurrent.
     """
     B, H, N = kv.shape[:3]
@@ -75,7 +75,8 @@ def lightning_attn(q, k, v, decay, *, initial_state=None, chunk: int = CHUNK,
     """q, k (B, H, T, Dk); v (B, H, T, Dv); decay (H,) -> (o (B, H, T, Dv), final_state (B, H, Dk, Dv) fp32).
 
     compute_dtype: the dtype of the products (the state always accumulates in float64). fp32 is
-    the truth; bf16 / fp16 is "plain torch in that dtype", the yardstick of the kernels' error.
+    the fast path's default and the truth of the GPU checks at long T; bf16 / fp16 is "plain
+    torch in that dtype", the yardstick of the kernels' error (kernels/tolerance.py).
     """
     B, H, T, Dk = q.shape
     Dv = v.shape[-1]

@@ -49,16 +49,16 @@ def _prec(dtype: torch.dtype) -> str:
 @triton.jit
 def _states(K, V, DECAY, H0, H_IN, HT, T, N,
             H: tl.constexpr, DK: tl.constexpr, DV: tl.constexpr, C: tl.constexpr, BK: tl.constexpr,
-            BV: tl.constexpr, HAS_H0: tl.constexpr, UPCAST: tl.constexpr, PREC: tl.constexpr):
+            BV: tl.constexpr, HAS_H0: tl.constexpr, PREC: tl.constexpr):
     ik = tl.program_id(0)
     iv = tl.program_id(1)
     bh = tl.program_id(2).to(tl.int64)  # 64-bit offsets
     s = tl.load(DECAY + bh % H)
-    dk = ik * BK + tl.arange(0, BK)
-    dv = iv * BV + tl.arange(0, BV)
+    offs_dk = ik * BK + tl.arange(0, BK)
+    offs_dv = iv * BV + tl.arange(0, BV)
     i = tl.arange(0, C)
-    st_mask = (dk[:, None] < DK) & (dv[None, :] < DV)
-    st_off = dk[:, None] * DV + dv[None, :]
+    st_mask = (offs_dk[:, None] < DK) & (offs_dv[None, :] < DV)
+    st_off = offs_dk[:, None] * DV + offs_dv[None, :]
     state = tl.zeros([BK, BV], tl.float32)
     if HAS_H0:
         state = tl.load(H0 + bh * DK * DV + st_off, mask=st_mask, other=0.0)
@@ -66,8 +66,8 @@ def _states(K, V, DECAY, H0, H_IN, HT, T, N,
         tl.store(H_IN + (bh * N + n) * DK * DV + st_off, state, mask=st_mask)
         t = n * C + i
         L = tl.minimum(C, T - n * C)
-        k = tl.load(K + (bh * T + t[:, None]) * DK + dk[None, :], mask=(t[:, None] < T) & (dk[None, :] < DK), other=0.0)
-        v = tl.load(V + (bh * T + t[:, None]) * DV + dv[None, :], mask=(t[:, None] < T) & (dv[None, :] < DV), other=0.0)
+        k = tl.load(K + (bh * T + t[:, None]) * DK + offs_dk[None, :], mask=(t[:, None] < T) & (offs_dk[None, :] < DK), other=0.0)
+        v = tl.load(V + (bh * T + t[:, None]) * DV + offs_dv[None, :], mask=(t[:, None] < T) & (offs_dv[None, :] < DV), other=0.0)
         e_k = tl.where(i < L, tl.exp(-s * (L - 1 - i).to(tl.float32)), 0.0)  # decay from token i to the chunk's end
         kd = k.to(tl.float32) * e_k[:, None]
         state = state * tl.exp(-s * L.to(tl.float32)) + tl.dot(tl.trans(kd), v.to(tl.float32), input_precision=PREC)
@@ -84,13 +84,13 @@ def _outputs(Q, K, V, DECAY, H_IN, O, T, N,
     s = tl.load(DECAY + bh % H)
     i = tl.arange(0, C)
     t = n * C + i
-    dk = tl.arange(0, BDK)
-    dv = iv * BV + tl.arange(0, BV)
-    qk_mask = (t[:, None] < T) & (dk[None, :] < DK)
-    v_mask = (t[:, None] < T) & (dv[None, :] < DV)
-    q = tl.load(Q + (bh * T + t[:, None]) * DK + dk[None, :], mask=qk_mask, other=0.0)  # (C, BDK)
-    k = tl.load(K + (bh * T + t[:, None]) * DK + dk[None, :], mask=qk_mask, other=0.0)
-    v = tl.load(V + (bh * T + t[:, None]) * DV + dv[None, :], mask=v_mask, other=0.0)  # (C, BV)
+    offs_dk = tl.arange(0, BDK)
+    offs_dv = iv * BV + tl.arange(0, BV)
+    qk_mask = (t[:, None] < T) & (offs_dk[None, :] < DK)
+    v_mask = (t[:, None] < T) & (offs_dv[None, :] < DV)
+    q = tl.load(Q + (bh * T + t[:, None]) * DK + offs_dk[None, :], mask=qk_mask, other=0.0)  # (C, BDK)
+    k = tl.load(K + (bh * T + t[:, None]) * DK + offs_dk[None, :], mask=qk_mask, other=0.0)
+    v = tl.load(V + (bh * T + t[:, None]) * DV + offs_dv[None, :], mask=v_mask, other=0.0)  # (C, BV)
     if UPCAST:
         q = q.to(tl.float32)
         k = k.to(tl.float32)
@@ -99,11 +99,11 @@ def _outputs(Q, K, V, DECAY, H_IN, O, T, N,
     decay = tl.where(gap >= 0, tl.exp(-s * tl.maximum(gap, 0.0)), 0.0)  # (C, C)
     a = tl.dot(q, tl.trans(k), input_precision="ieee") * decay
     o = tl.dot(a.to(v.dtype), v, input_precision="ieee")  # (C, BV)
-    s_in = tl.load(H_IN + (bh * N + n) * DK * DV + dk[:, None] * DV + dv[None, :],
-                   mask=(dk[:, None] < DK) & (dv[None, :] < DV), other=0.0)  # (BDK, BV) fp32
+    s_in = tl.load(H_IN + (bh * N + n) * DK * DV + offs_dk[:, None] * DV + offs_dv[None, :],
+                   mask=(offs_dk[:, None] < DK) & (offs_dv[None, :] < DV), other=0.0)  # (BDK, BV) fp32
     e_q = tl.exp(-s * (i + 1).to(tl.float32))  # decay of the entering state at token i
     o += tl.dot(q.to(tl.float32) * e_q[:, None], s_in, input_precision=PREC)
-    tl.store(O + (bh * T + t[:, None]) * DV + dv[None, :], o.to(O.dtype.element_ty), mask=v_mask)
+    tl.store(O + (bh * T + t[:, None]) * DV + offs_dv[None, :], o.to(O.dtype.element_ty), mask=v_mask)
 
 
 @triton.jit
@@ -114,11 +114,11 @@ def _dstates(Q, DO, DECAY, DHT, DH, DH0, T, N,
     iv = tl.program_id(1)
     bh = tl.program_id(2).to(tl.int64)  # 64-bit offsets
     s = tl.load(DECAY + bh % H)
-    dk = ik * BK + tl.arange(0, BK)
-    dv = iv * BV + tl.arange(0, BV)
+    offs_dk = ik * BK + tl.arange(0, BK)
+    offs_dv = iv * BV + tl.arange(0, BV)
     i = tl.arange(0, C)
-    st_mask = (dk[:, None] < DK) & (dv[None, :] < DV)
-    st_off = dk[:, None] * DV + dv[None, :]
+    st_mask = (offs_dk[:, None] < DK) & (offs_dv[None, :] < DV)
+    st_off = offs_dk[:, None] * DV + offs_dv[None, :]
     g = tl.zeros([BK, BV], tl.float32)  # dL/dS at the end of the current chunk
     if HAS_DHT:
         g = tl.load(DHT + bh * DK * DV + st_off, mask=st_mask, other=0.0)
@@ -127,8 +127,8 @@ def _dstates(Q, DO, DECAY, DHT, DH, DH0, T, N,
         tl.store(DH + (bh * N + n) * DK * DV + st_off, g, mask=st_mask)
         t = n * C + i
         L = tl.minimum(C, T - n * C)
-        q = tl.load(Q + (bh * T + t[:, None]) * DK + dk[None, :], mask=(t[:, None] < T) & (dk[None, :] < DK), other=0.0)
-        do = tl.load(DO + (bh * T + t[:, None]) * DV + dv[None, :], mask=(t[:, None] < T) & (dv[None, :] < DV), other=0.0)
+        q = tl.load(Q + (bh * T + t[:, None]) * DK + offs_dk[None, :], mask=(t[:, None] < T) & (offs_dk[None, :] < DK), other=0.0)
+        do = tl.load(DO + (bh * T + t[:, None]) * DV + offs_dv[None, :], mask=(t[:, None] < T) & (offs_dv[None, :] < DV), other=0.0)
         e_q = tl.where(i < L, tl.exp(-s * (i + 1).to(tl.float32)), 0.0)
         qd = q.to(tl.float32) * e_q[:, None]
         g = g * tl.exp(-s * L.to(tl.float32)) + tl.dot(tl.trans(qd), do.to(tl.float32), input_precision=PREC)
@@ -145,21 +145,21 @@ def _grads(Q, K, V, DO, DECAY, H_IN, DH, DQ, DK_, DV_, T, N,
     i = tl.arange(0, C)
     t = n * C + i
     L = tl.minimum(C, T - n * C)
-    dk = tl.arange(0, BDK)
-    dv = tl.arange(0, BDV)
-    k_mask = (t[:, None] < T) & (dk[None, :] < DK)
-    v_mask = (t[:, None] < T) & (dv[None, :] < DV)
-    q = tl.load(Q + (bh * T + t[:, None]) * DK + dk[None, :], mask=k_mask, other=0.0)  # (C, BDK)
-    k = tl.load(K + (bh * T + t[:, None]) * DK + dk[None, :], mask=k_mask, other=0.0)
-    v = tl.load(V + (bh * T + t[:, None]) * DV + dv[None, :], mask=v_mask, other=0.0)  # (C, BDV)
-    do = tl.load(DO + (bh * T + t[:, None]) * DV + dv[None, :], mask=v_mask, other=0.0)
+    offs_dk = tl.arange(0, BDK)
+    offs_dv = tl.arange(0, BDV)
+    k_mask = (t[:, None] < T) & (offs_dk[None, :] < DK)
+    v_mask = (t[:, None] < T) & (offs_dv[None, :] < DV)
+    q = tl.load(Q + (bh * T + t[:, None]) * DK + offs_dk[None, :], mask=k_mask, other=0.0)  # (C, BDK)
+    k = tl.load(K + (bh * T + t[:, None]) * DK + offs_dk[None, :], mask=k_mask, other=0.0)
+    v = tl.load(V + (bh * T + t[:, None]) * DV + offs_dv[None, :], mask=v_mask, other=0.0)  # (C, BDV)
+    do = tl.load(DO + (bh * T + t[:, None]) * DV + offs_dv[None, :], mask=v_mask, other=0.0)
     if UPCAST:
         q = q.to(tl.float32)
         k = k.to(tl.float32)
         v = v.to(tl.float32)
         do = do.to(tl.float32)
-    st_off = (bh * N + n) * DK * DV + dk[:, None] * DV + dv[None, :]
-    st_mask = (dk[:, None] < DK) & (dv[None, :] < DV)
+    st_off = (bh * N + n) * DK * DV + offs_dk[:, None] * DV + offs_dv[None, :]
+    st_mask = (offs_dk[:, None] < DK) & (offs_dv[None, :] < DV)
     s_in = tl.load(H_IN + st_off, mask=st_mask, other=0.0)  # (BDK, BDV) state entering the chunk
     g = tl.load(DH + st_off, mask=st_mask, other=0.0)  # dL/dS at the chunk's end
     gap = (i[:, None] - i[None, :]).to(tl.float32)
@@ -170,13 +170,13 @@ def _grads(Q, K, V, DO, DECAY, H_IN, DH, DQ, DK_, DV_, T, N,
     e_k = tl.where(i < L, tl.exp(-s * (L - 1 - i).to(tl.float32)), 0.0)
     dq = tl.dot(da.to(k.dtype), k, input_precision="ieee")
     dq += e_q[:, None] * tl.dot(do.to(tl.float32), tl.trans(s_in), input_precision=PREC)
-    dkk = tl.dot(tl.trans(da.to(q.dtype)), q, input_precision="ieee")
-    dkk += e_k[:, None] * tl.dot(v.to(tl.float32), tl.trans(g), input_precision=PREC)
-    dvv = tl.dot(tl.trans(a.to(do.dtype)), do, input_precision="ieee")
-    dvv += e_k[:, None] * tl.dot(k.to(tl.float32), g, input_precision=PREC)
-    tl.store(DQ + (bh * T + t[:, None]) * DK + dk[None, :], dq.to(DQ.dtype.element_ty), mask=k_mask)
-    tl.store(DK_ + (bh * T + t[:, None]) * DK + dk[None, :], dkk.to(DK_.dtype.element_ty), mask=k_mask)
-    tl.store(DV_ + (bh * T + t[:, None]) * DV + dv[None, :], dvv.to(DV_.dtype.element_ty), mask=v_mask)
+    dk = tl.dot(tl.trans(da.to(q.dtype)), q, input_precision="ieee")
+    dk += e_k[:, None] * tl.dot(v.to(tl.float32), tl.trans(g), input_precision=PREC)
+    dv = tl.dot(tl.trans(a.to(do.dtype)), do, input_precision="ieee")
+    dv += e_k[:, None] * tl.dot(k.to(tl.float32), g, input_precision=PREC)
+    tl.store(DQ + (bh * T + t[:, None]) * DK + offs_dk[None, :], dq.to(DQ.dtype.element_ty), mask=k_mask)
+    tl.store(DK_ + (bh * T + t[:, None]) * DK + offs_dk[None, :], dk.to(DK_.dtype.element_ty), mask=k_mask)
+    tl.store(DV_ + (bh * T + t[:, None]) * DV + offs_dv[None, :], dv.to(DV_.dtype.element_ty), mask=v_mask)
 
 
 @triton.jit
@@ -186,20 +186,20 @@ def _decode(Q, K, V, DECAY, H0, O, HT,
     iv = tl.program_id(0)
     bh = tl.program_id(1).to(tl.int64)  # 64-bit offsets
     s = tl.load(DECAY + bh % H)
-    dk = tl.arange(0, BDK)
-    dv = iv * BV + tl.arange(0, BV)
-    st_mask = (dk[:, None] < DK) & (dv[None, :] < DV)
-    st_off = bh * DK * DV + dk[:, None] * DV + dv[None, :]
+    offs_dk = tl.arange(0, BDK)
+    offs_dv = iv * BV + tl.arange(0, BV)
+    st_mask = (offs_dk[:, None] < DK) & (offs_dv[None, :] < DV)
+    st_off = bh * DK * DV + offs_dk[:, None] * DV + offs_dv[None, :]
     state = tl.zeros([BDK, BV], tl.float32)
     if HAS_H0:
         state = tl.load(H0 + st_off, mask=st_mask, other=0.0)
-    q = tl.load(Q + bh * DK + dk, mask=dk < DK, other=0.0).to(tl.float32)
-    k = tl.load(K + bh * DK + dk, mask=dk < DK, other=0.0).to(tl.float32)
-    v = tl.load(V + bh * DV + dv, mask=dv < DV, other=0.0).to(tl.float32)
+    q = tl.load(Q + bh * DK + offs_dk, mask=offs_dk < DK, other=0.0).to(tl.float32)
+    k = tl.load(K + bh * DK + offs_dk, mask=offs_dk < DK, other=0.0).to(tl.float32)
+    v = tl.load(V + bh * DV + offs_dv, mask=offs_dv < DV, other=0.0).to(tl.float32)
     state = state * tl.exp(-s) + k[:, None] * v[None, :]
     o = tl.sum(q[:, None] * state, 0)  # (BV,)
     tl.store(HT + st_off, state, mask=st_mask)
-    tl.store(O + bh * DV + dv, o.to(O.dtype.element_ty), mask=dv < DV)
+    tl.store(O + bh * DV + offs_dv, o.to(O.dtype.element_ty), mask=offs_dv < DV)
 
 
 def _forward(q, k, v, s, h0):
@@ -210,13 +210,13 @@ def _forward(q, k, v, s, h0):
     BS = _state_tile(max(DK, DV))
     h_in = torch.empty(B, H, N, DK, DV, dtype=torch.float32, device=q.device)
     ht = torch.empty(B, H, DK, DV, dtype=torch.float32, device=q.device)
-    common = dict(H=H, DK=DK, DV=DV, C=CHUNK, UPCAST=upcast(q.dtype), PREC=_prec(q.dtype))
-    _states[(triton.cdiv(DK, BS), triton.cdiv(DV, BS), B * H)](
+    common = dict(H=H, DK=DK, DV=DV, C=CHUNK, PREC=_prec(q.dtype))
+    _states[(triton.cdiv(DK, BS), triton.cdiv(DV, BS), B * H)](  # upcasts every load itself (the state is fp32)
         k, v, s, h0, h_in, ht, T, N, BK=BS, BV=BS, HAS_H0=h0 is not None, **common)
     o = torch.empty(B, H, T, DV, dtype=store_dtype(q.dtype), device=q.device)
     BV = min(64, pow2(DV))
-    _outputs[(N, triton.cdiv(DV, BV), B * H)](q, k, v, s, h_in, o, T, N, BDK=pow2(DK), BV=BV, **common,
-                                               num_warps=4 if DK <= 64 else 8)
+    _outputs[(N, triton.cdiv(DV, BV), B * H)](q, k, v, s, h_in, o, T, N, BDK=pow2(DK), BV=BV, UPCAST=upcast(q.dtype),
+                                               **common, num_warps=4 if DK <= 64 else 8)
     return o.to(q.dtype), ht, h_in
 
 

@@ -233,7 +233,8 @@ def msa_select(index_q, index_k, block_size: int, top_k: int, *, pool: str = "ma
     return out
 
 
-def _meta(q, k, block_idx, block_size):
+def _meta(q, k, block_size):
+    """The launch constants the attention kernels share (shapes, tiles, the dtype rule)."""
     B, H, T, D = q.shape
     G, S = k.shape[1], k.shape[2]
     return dict(T=T, S=S, OFFSET=S - T, H=H, G=G, D=D, BLOCK_D=pow2(D), BS=block_size,
@@ -245,7 +246,7 @@ def _forward(q, k, v, block_idx, block_size, scale):
     G = k.shape[1]
     o = torch.empty(q.shape, dtype=store_dtype(q.dtype), device=q.device)
     lse = torch.empty(B, H, T, dtype=torch.float32, device=q.device)
-    _fwd[(T, B * G)](q, k, v, block_idx, o, lse, scale * LOG2E, **_meta(q, k, block_idx, block_size),
+    _fwd[(T, B * G)](q, k, v, block_idx, o, lse, scale * LOG2E, **_meta(q, k, block_size),
                      BLOCK_H=pow2(H // G), TOPK=block_idx.shape[-1])
     return o.to(q.dtype), lse
 
@@ -264,7 +265,7 @@ def _pairs(block_idx, n_blocks: int):
 def _backward(q, k, v, block_idx, block_size, scale, o, lse, do):
     B, H, T, D = q.shape
     G, S = k.shape[1], k.shape[2]
-    meta = _meta(q, k, block_idx, block_size)
+    meta = _meta(q, k, block_size)
     delta = (o.float() * do.float()).sum(-1)  # (B, H, T)
     sd = store_dtype(q.dtype)
     dq = torch.empty(q.shape, dtype=sd, device=q.device)
