@@ -289,17 +289,17 @@ def kernel_backends(cfg, design_name: str, device) -> tuple[dict[str, str], bool
     correctness gate (attnbench.bench.gate: dense float64 formulas) there; if one fails, the
     whole training runs on the reference backend. Rank 0 checks for every process.
     """
-    from .kernels import choose, force
-    from .model.backbone import LETTERS
+    from .kernels import for_layout, force
 
-    letters = sorted(set(layout_for(cfg.model, cfg.attention[design_name])))
+    layout = layout_for(cfg.model, cfg.attention[design_name])
+    letters = sorted(set(layout))
     fallback = False
     if device.type == "cuda" and cfg.backend == "auto":
         from .bench.gate import check
 
         fallback = distributed.from_main(lambda: not all(check(letter, device=device)[0] for letter in letters))
     with force("reference") if fallback else contextlib.nullcontext():
-        return {LETTERS[l]: choose(LETTERS[l], "auto", device) for l in letters}, fallback
+        return for_layout(layout, "auto", device), fallback
 
 
 def train(cfg, design_name: str, device, *, key: str | None = None) -> Trained:

@@ -10,7 +10,7 @@ keys included; on CPU they run only under TRITON_INTERPRET=1, for tests) and ``_
 tolerance rule of every check against a naive truth is ``tolerance.py``.
 """
 
-from .backend import BACKENDS, choose, force
+from .backend import BACKENDS, choose, for_layout, force, label, reset
 from .lightning import lightning_attn
 from .msa import msa_attn, msa_select
 from .sliding_window import sliding_window_attn
@@ -19,7 +19,10 @@ from .softmax import softmax_attn
 __all__ = [
     "BACKENDS",
     "choose",
+    "for_layout",
     "force",
+    "label",
+    "reset",
     "lightning_attn",
     "msa_attn",
     "msa_select",

@@ -8,10 +8,14 @@ Backends:
   ``auto``       triton on a CUDA device when the op has a Triton kernel and triton imports,
                  the reference everywhere else; except softmax, whose reference (SDPA, i.e.
                  FlashAttention on CUDA) is the fast path everywhere: its Triton kernel is the
-                 like-for-like baseline of the other kernels, chosen only by name.
+                 like-for-like baseline of the other kernels, chosen only by name (the
+                 registry's ``triton_on_auto``, attnbench/designs.py).
 
-The choice is made here and only here; the model never asks "use triton?". Tests and the
-CLI can force a backend for every ``auto`` call with :func:`force` or ``ATTNBENCH_BACKEND``.
+The choice is made here and only here; the model never asks "use triton?". It is made once,
+not per call: ``ATTNBENCH_BACKEND`` is read on first use, the CLI forces ``backend=`` for the
+whole run with :func:`force` at its start, and each (op, backend, device type) resolves once
+and is cached with the function it picks. :func:`reset` forgets all of it (tests that change
+the environment).
 """
 
 from __future__ import annotations
@@ -25,23 +29,33 @@ from typing import Callable, Iterator
 
 import torch
 
-BACKENDS = ("auto", "reference", "triton")
-OPS = ("softmax", "lightning", "sliding_window", "msa")
-AUTO_TRITON = ("lightning", "sliding_window", "msa")  # ops whose Triton kernel "auto" prefers on CUDA
+from attnbench.designs import DESIGNS, KERNEL_OPS as OPS
+
+BACKENDS = ("auto", "reference", "triton")  # the one list: attnbench.config's Backend enum is built from it
+AUTO_TRITON = tuple(d.op for d in DESIGNS.values() if d.op and d.triton_on_auto)  # ops "auto" runs in Triton on CUDA
 
 _forced: str | None = None
 
 
-def _env_forced() -> str | None:
+@lru_cache(maxsize=1)
+def env_backend() -> str | None:
+    """``ATTNBENCH_BACKEND``, read once per process (None: unset or auto)."""
     value = os.environ.get("ATTNBENCH_BACKEND") or None
     if value is not None and value not in BACKENDS:
         raise ValueError(f"ATTNBENCH_BACKEND={value!r}: allowed {', '.join(BACKENDS)}")
     return None if value == "auto" else value
 
 
+def reset() -> None:
+    """Forget the resolved backends and the environment's choice (tests that change either)."""
+    env_backend.cache_clear()
+    _resolve.cache_clear()
+    has_triton_kernel.cache_clear()
+
+
 @contextlib.contextmanager
 def force(backend: str | None) -> Iterator[None]:
-    """Make every ``backend="auto"`` call use ``backend`` inside the block (tests, CLI)."""
+    """Make every ``backend="auto"`` call use ``backend`` inside the block (the CLI for a whole run, tests)."""
     global _forced
     if backend is not None and backend not in BACKENDS:
         raise ValueError(f"backend={backend!r}: allowed {', '.join(BACKENDS)}")
@@ -67,9 +81,14 @@ def choose(op: str, backend: str, device: torch.device) -> str:
     if backend not in BACKENDS:
         raise ValueError(f"backend={backend!r}: allowed {', '.join(BACKENDS)}")
     if backend == "auto":
-        backend = _forced or _env_forced() or "auto"
+        backend = _forced or env_backend() or "auto"
+    return _resolve(op, str(backend), torch.device(device).type)
+
+
+@lru_cache(maxsize=None)
+def _resolve(op: str, backend: str, device_type: str) -> str:
     if backend == "auto":
-        return "triton" if device.type == "cuda" and op in AUTO_TRITON and has_triton_kernel(op) else "reference"
+        return "triton" if device_type == "cuda" and op in AUTO_TRITON and has_triton_kernel(op) else "reference"
     if backend == "triton" and not has_triton_kernel(op):
         raise NotImplementedError(
             f"backend='triton' for op {op!r}: no Triton kernel is available "
@@ -78,8 +97,23 @@ def choose(op: str, backend: str, device: torch.device) -> str:
     return backend
 
 
+def for_layout(layout: str, backend: str, device: torch.device) -> dict[str, str]:
+    """{op: the backend it runs with} for the layers of a layout string (attnbench/designs.py letters)."""
+    return {op: choose(op, backend, device) for op in sorted({DESIGNS[c].op for c in layout})}
+
+
+def label(ran: dict[str, str]) -> str:
+    """Records' ``backend`` of a model from {op: backend that ran}: one name when every op agrees,
+    else "op:backend" pairs ("lightning:triton,softmax:reference")."""
+    kinds = set(ran.values())
+    return kinds.pop() if len(kinds) == 1 else ",".join(f"{op}:{b}" for op, b in sorted(ran.items()))
+
+
 def implementation(op: str, name: str, backend: str, device: torch.device) -> Callable:
     """The function ``name`` of ``op`` for the resolved backend (triton imported lazily)."""
-    chosen = choose(op, backend, device)
-    module = importlib.import_module(f"attnbench.kernels.{op}.{'reference' if chosen == 'reference' else 'triton'}")
-    return getattr(module, name)
+    return _function(op, name, choose(op, backend, device))
+
+
+@lru_cache(maxsize=None)
+def _function(op: str, name: str, chosen: str) -> Callable:
+    return getattr(importlib.import_module(f"attnbench.kernels.{op}.{chosen}"), name)

@@ -15,7 +15,8 @@ import torch
 from attnbench.bench import costmodel, memory
 from attnbench.bench.calibrate import dispatches, load_profile
 from attnbench.bench.presets import M3, PRESETS, Arch
-from attnbench.bench.workloads import OP_OF, op_call
+from attnbench.bench.workloads import op_call
+from attnbench.designs import op_of
 
 SCALED = Arch(name="scaled", layout="S", d_model=512, n_heads=8, n_kv_heads=2, head_dim=64, window=1024,
               block_size=128, top_k=16, index_heads=2, index_dim=32)
@@ -72,7 +73,7 @@ def test_reference_op_counts_follow_the_code(letter, phase, n):
     """The model's torch-op counts (launches) of the references agree with the dispatcher's count."""
     fn = op_call(letter, phase, n, SCALED, batch=1, dtype=torch.float32, device=CPU, backend="reference")
     counted = dispatches(fn)
-    modelled = costmodel.op_cost(OP_OF[letter], phase, n, SCALED, impl="reference").launches
+    modelled = costmodel.op_cost(op_of(letter), phase, n, SCALED, impl="reference").launches
     assert abs(modelled - counted) <= max(0.6 * counted, 3), (counted, modelled)
 
 

@@ -34,12 +34,13 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from attnbench.designs import of
+
 from .memory import dtype_bytes
 from .presets import Arch
 
 IMPLS = ("fused", "reference")
 PHASES = ("prefill", "decode")
-OPS = {"S": "softmax", "L": "lightning", "W": "sliding_window", "M": "msa", "D": "dsa"}
 FUSED_TILE = 128  # query/key tile of a fused attention kernel (diagonal tiles computed whole)
 FUSED_CHUNK = 64  # lightning chunk of a fused kernel (Lightning Attention-2)
 F32 = 4
@@ -363,9 +364,6 @@ def op_cost(op: str, phase: str, n: int, arch: Arch, *, batch: int = 1, dtype: s
 # --- layers and whole models ---------------------------------------------------------
 
 
-GLUE_OPS = {"S": 100, "W": 110, "L": 70, "M": 150, "D": 100}  # reference layer: torch ops besides attention and MoE
-
-
 def linear_params(arch: Arch, letter: str, moe: tuple[int, int, int] | None) -> float:
     """Parameters one token multiplies by in one layer outside the attention op itself.
 
@@ -401,11 +399,11 @@ def layer_cost(letter: str, phase: str, n: int, arch: Arch, *, batch: int = 1, d
     module_ops = 0.0
     if impl == "reference":  # torch ops outside the attention op (counted with a dispatch counter):
         E, K = (moe[0], moe[1]) if moe is not None else (1, 1)  # norms, projections, RoPE, cache, MoE loop
-        module_ops = GLUE_OPS[letter] + (14 * E if T > 1 else 2 * E + 12 * K)
+        module_ops = of(letter).glue_ops + (14 * E if T > 1 else 2 * E + 12 * K)
     kind = "matvec" if impl == "reference" and batch * T == 1 else "mm"  # one token: matrix-vector products
     linear = Cost().add("projections + MoE", 2 * P * batch * T, e * (touched + 8 * batch * T * arch.d_model),
                         0 if impl == "reference" else 10, kind=kind, module_ops=module_ops)
-    return op_cost(OPS[letter], phase, n, arch, batch=batch, dtype=dtype, impl=impl) + linear
+    return op_cost(of(letter).cost, phase, n, arch, batch=batch, dtype=dtype, impl=impl) + linear
 
 
 def model_cost(arch: Arch, phase: str, n: int, *, batch: int = 1, dtype: str = "bfloat16", impl: str = "fused",
@@ -415,7 +413,7 @@ def model_cost(arch: Arch, phase: str, n: int, *, batch: int = 1, dtype: str = "
     for letter in sorted(set(arch.layout)):
         count = arch.count(letter)
         if attention_only:
-            one = op_cost(OPS[letter], phase, n, arch, batch=batch, dtype=dtype, impl=impl)
+            one = op_cost(of(letter).cost, phase, n, arch, batch=batch, dtype=dtype, impl=impl)
         else:
             one = layer_cost(letter, phase, n, arch, batch=batch, dtype=dtype, impl=impl, moe=moe)
         total = total + Cost([replace(t, what=f"{letter}: {t.what}") for t in one.scaled(count).terms])

@@ -17,13 +17,13 @@ import torch
 import torch.nn.functional as F
 
 import attnbench.kernels as K
+from attnbench.designs import KERNEL_OPS as OPS
 from attnbench.kernels.lightning import naive as lightning_naive
 from attnbench.kernels.msa import naive as msa_naive
 from attnbench.kernels.sliding_window import naive as sliding_naive
 from attnbench.kernels.softmax import naive as softmax_naive
 from attnbench.model.lightning import decay_rates
 
-OPS = ("softmax", "sliding_window", "lightning", "msa")
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
 

@@ -12,9 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from attnbench.designs import PRESET_LETTERS
 from attnbench.model.backbone import layout_for
-
-PRESET_LETTERS = "SLWMD"
 
 
 @dataclass(frozen=True)

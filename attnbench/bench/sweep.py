@@ -20,16 +20,14 @@ from dataclasses import dataclass
 import pandas as pd
 import torch
 
+from attnbench.designs import of, op_of
 from attnbench.kernels import choose
 
 from . import costmodel
 from .gate import check
 from .presets import from_model
 from .timing import efficiency, time_fn
-from .workloads import OP_OF, layer_call, make_block, op_call
-
-SINGLE = {"S": "softmax", "L": "lightning", "W": "sliding_window", "M": "msa"}
-
+from .workloads import layer_call, make_block, op_call
 
 @dataclass
 class Budget:
@@ -44,7 +42,7 @@ def letter_designs(cfg, letters: str) -> dict[str, str]:
     """The single-letter design whose attention settings a letter's op and layer use."""
     out = {}
     for letter in letters:
-        name = SINGLE[letter]
+        name = of(letter).name
         if name not in cfg.attention or cfg.attention[name].layout != letter:
             raise ValueError(f"attention.{name} with layout {letter!r} is needed to time {letter} layers")
         out[letter] = name
@@ -59,8 +57,8 @@ def gate(ctx, letters: str) -> dict[str, bool]:
     """Check every op before timing it; record gate/rel_error (failed: its cells are skipped)."""
     passed = {}
     for letter in letters:
-        design = SINGLE[letter]
-        backend = choose(OP_OF[letter], ctx.cfg.backend, ctx.device)
+        design = of(letter).name
+        backend = choose(op_of(letter), ctx.cfg.backend, ctx.device)
         if not ctx.cfg.bench.check_ops:
             passed[letter] = True
             ctx.record(design, "gate/rel_error", None, "relative", "skipped", backend=backend, note="bench.check_ops=false")
@@ -68,8 +66,8 @@ def gate(ctx, letters: str) -> dict[str, bool]:
         ok, err = check(letter, device=ctx.device, backend=ctx.cfg.backend)
         passed[letter] = ok
         ctx.record(design, "gate/rel_error", err, "relative", "measured" if ok else "failed", backend=backend,
-                   op=OP_OF[letter], note="naive fp64 formula, kernels/tolerance.py rule; T=200 and T=1 of S=200, D=24, GQA 4/2")
-        ctx.console.print(f"  gate {OP_OF[letter]:<15} backend={backend:<9} max rel err {err:.1e} {'ok' if ok else 'FAILED'}")
+                   op=op_of(letter), note="naive fp64 formula, kernels/tolerance.py rule; T=200 and T=1 of S=200, D=24, GQA 4/2")
+        ctx.console.print(f"  gate {op_of(letter):<15} backend={backend:<9} max rel err {err:.1e} {'ok' if ok else 'FAILED'}")
     return passed
 
 
@@ -102,7 +100,7 @@ def run(ctx, hw, letters: str, passed: dict[str, bool], budget: Budget, *, scope
         for phase in ("prefill", "decode"):
             for n in lens[phase]:
                 for L in letters:
-                    op, design, arch = OP_OF[L], designs[L], archs[L]
+                    op, design, arch = op_of(L), designs[L], archs[L]
                     backend = choose(op, cfg.backend, dev)
                     impl = impl_of(backend)
                     if scope == "op":

@@ -22,9 +22,6 @@ from attnbench.model.lightning import decay_rates
 
 from .presets import Arch
 
-OP_OF = {"S": "softmax", "L": "lightning", "W": "sliding_window", "M": "msa"}
-KERNEL_OPS = {"S": ("softmax",), "L": ("lightning",), "W": ("sliding_window",), "M": ("msa",)}  # backend.choose names
-
 
 def _randn(*shape, dtype, device, g, scale=1.0):
     return (torch.randn(*shape, generator=g, dtype=torch.float32) * scale).to(device=device, dtype=dtype)

@@ -22,6 +22,7 @@ from attnbench.bench.calibrate import hardware_for_run, load_profile
 from attnbench.bench.presets import TEXT01, M3, from_model
 from attnbench.bench.workloads import filled_cache, make_block
 from attnbench.config import parse_duration
+from attnbench.designs import LAYOUT_LETTERS, of, op_of
 from attnbench.model import resolve_layout
 
 ANALYTIC_RESERVE_S = 60.0  # budget kept for the analytic part and the summary
@@ -43,7 +44,7 @@ def run(ctx) -> None:
     hw = hardware_for_run(ctx)
     designs = [d for d in ctx.design_names]
     layouts = {d: resolve_layout(cfg.attention[d].layout, cfg.model.n_layers) for d in designs}
-    letters = "".join(L for L in "SLWM" if any(L in lay for lay in layouts.values()))
+    letters = "".join(L for L in LAYOUT_LETTERS if any(L in lay for lay in layouts.values()))
     check_windows(ctx, designs)
     passed = sweep.gate(ctx, letters)
     df = sweep.run(ctx, hw, letters, passed, budget)
@@ -58,7 +59,8 @@ def check_windows(ctx, designs) -> None:
     """Hybrids are costed from the single-letter designs' layers: their settings must agree."""
     cfg = ctx.cfg
     for d in designs:
-        for letter, single in sweep.SINGLE.items():
+        for letter in LAYOUT_LETTERS:
+            single = of(letter).name
             if letter in cfg.attention[d].layout and single in cfg.attention:
                 for key in ("window", "block_size", "top_k", "index_dim"):
                     if cfg.attention[d][key] != cfg.attention[single][key] and letter in "WM":
@@ -93,7 +95,7 @@ def memory_crossovers(ctx, layouts: dict[str, str]) -> list[dict]:
     dtype = getattr(torch, b.dtype)
     held = {}
     for L in {c for lay in layouts.values() for c in lay}:
-        block = make_block(cfg.model, cfg.attention[sweep.SINGLE[L]], L, dtype=dtype, device=ctx.device)
+        block = make_block(cfg.model, cfg.attention[of(L).name], L, dtype=dtype, device=ctx.device)
         for n in b.decode_lens:
             held[L, n] = filled_cache(block, n, batch=1, dtype=dtype, device=ctx.device).nbytes()
     rows = []
@@ -126,8 +128,8 @@ def analytic_crossovers(ctx, hw_cpu, layouts: dict[str, str]) -> list[dict]:
     moe = (cfg.model.n_experts, cfg.model.top_k_experts, cfg.model.d_expert)
     window = cfg.attention["sliding_window"].window if "sliding_window" in cfg.attention else 1024
     shapes = {
-        "scaled": ({L: from_model(cfg.model, cfg.attention[s]) for L, s in sweep.SINGLE.items() if s in cfg.attention}, moe),
-        "text01": ({L: production_shape(L, window) for L in "SLWM"}, None),
+        "scaled": ({L: from_model(cfg.model, cfg.attention[of(L).name]) for L in LAYOUT_LETTERS if of(L).name in cfg.attention}, moe),
+        "text01": ({L: production_shape(L, window) for L in LAYOUT_LETTERS}, None),
     }
     rows = []
     for name, hw, impl, dtype in profiles:
@@ -137,8 +139,8 @@ def analytic_crossovers(ctx, hw_cpu, layouts: dict[str, str]) -> list[dict]:
                     def f(n):
                         t = 0.0
                         for L in set(lay):
-                            i = impl_ or sweep.impl_of(choose(sweep.OP_OF[L], cfg.backend, ctx.device))
-                            c = (costmodel.op_cost(sweep.OP_OF[L], phase, n, archs[L], batch=b.batch, dtype=dtype, impl=i)
+                            i = impl_ or sweep.impl_of(choose(op_of(L), cfg.backend, ctx.device))
+                            c = (costmodel.op_cost(op_of(L), phase, n, archs[L], batch=b.batch, dtype=dtype, impl=i)
                                  if scope == "op" else
                                  costmodel.layer_cost(L, phase, n, archs[L], batch=b.batch, dtype=dtype, impl=i, moe=shape_moe))
                             t += lay.count(L) / len(lay) * c.seconds(hw, dtype)

@@ -23,6 +23,8 @@ from attnbench.bench.timing import efficiency, noisy
 from attnbench.config import parse_duration
 from attnbench.evaluate import PeakRSS, batch_accuracy, run_sample, wilson
 from attnbench.experiments.train import record_training, training_facts
+from attnbench.kernels import for_layout
+from attnbench.kernels import label as backend_label
 from attnbench.plan import calibrate, memory_allowed
 from attnbench.results import read_jsonl
 from attnbench.tasks.data import cached_samples
@@ -176,7 +178,7 @@ def run_grid(ctx, grid: Grid) -> None:
                         costs[k] += v if k != "cache_bytes" else 0
                     costs["cache_bytes"] = max(costs["cache_bytes"], c["cache_bytes"])
             common = dict(task=grid.task, context_len=coords["context_len"], sample=i, train_len=train_lens[coords["design"]],
-                          dtype="float32", backend="reference" if dev.type == "cpu" else "auto", **group)
+                          dtype="float32", backend=backend_label(for_layout(model.layout, cfg.backend, dev)), **group)
             for j, r in enumerate(results):
                 extra = {"depth": _grid_depth(r.depth, cfg.eval.depths)} if grid.by == "depth" else {}
                 if r.lookups is not None:

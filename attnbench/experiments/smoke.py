@@ -14,7 +14,7 @@ import time
 import torch
 import torch.nn.functional as F
 
-from attnbench.kernels import choose
+from attnbench.kernels import for_layout, label
 from attnbench.model import Model
 
 TOLERANCE = 1e-5  # fp32 relative error allowed between the three paths
@@ -42,8 +42,7 @@ def run(ctx) -> None:
             continue
         torch.manual_seed(cfg.seed)
         model = Model(cfg.model, design).to(dev)
-        ops = sorted({{"S": "softmax", "L": "lightning", "W": "sliding_window", "M": "msa"}[c] for c in model.layout})
-        backend = ",".join(f"{op}:{choose(op, cfg.backend, dev)}" for op in ops)
+        backend = label(for_layout(model.layout, cfg.backend, dev))  # the kernels that ran
         def rec(metric, value, unit, status="measured", **kw):
             return cell.record(
                     name, metric, value, unit, status, backend=backend, dtype="float32", context_len=T, **kw)

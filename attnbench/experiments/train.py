@@ -62,13 +62,18 @@ def source_of(folder: Path) -> str:
         return str(path)
 
 
-def backend_label(record: dict, device) -> str:
-    """Which kernels trained the model: "reference", "triton", or per op ("lightning:triton,softmax:reference")."""
+def backend_label(record: dict) -> str:
+    """Which kernels trained the model: "reference", "triton", or per op ("lightning:triton,softmax:reference").
+
+    Read from the record (the backend that ran), never from this run's settings. Records from
+    before it was written down: a model trained on the CPU ran the reference (``auto`` never
+    picks Triton there); one trained elsewhere says that it is not known."""
+    from attnbench.kernels.backend import label
+
     ran = record.get("backends") or {}
-    if not ran:  # trained before the record said (the shipped CPU models: reference)
-        return "reference" if device.type == "cpu" else "auto"
-    kinds = set(ran.values())
-    return kinds.pop() if len(kinds) == 1 else ",".join(f"{op}:{b}" for op, b in sorted(ran.items()))
+    if ran:
+        return label(ran)
+    return "reference" if str(record.get("device", "cpu")).startswith("cpu") else "unrecorded"
 
 
 def record_training(ctx, cell, name: str, trained) -> None:
@@ -80,7 +85,7 @@ def record_training(ctx, cell, name: str, trained) -> None:
     r = trained.record
     facts = training_facts(r)
     status = "failed" if r["status"] == "failed" else "measured"
-    common = dict(backend=backend_label(r, ctx.device), dtype=r.get("dtype", "float32"), source=source_of(trained.folder),
+    common = dict(backend=backend_label(r), dtype=r.get("dtype", "float32"), source=source_of(trained.folder),
                   copied_at=now(), note=f"checkpoint: {trained.source}")
     cell.record(name, "train/steps_to_floor", r["steps"] if r["reached_floor"] else None, "steps", status,
                 steps=r["steps"], tokens=r["tokens"], wall_s=r["wall_s"], reached=r["reached_floor"],

@@ -16,21 +16,18 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from .lightning import LightningAttention
-from .moe import MoE
-from .msa import MSAAttention
-from .sliding_window import SlidingWindowAttention
-from .softmax import SoftmaxAttention
+from attnbench.designs import DESIGNS, LAYOUT_LETTERS, describe_letters
 
-ATTENTION = {"S": SoftmaxAttention, "L": LightningAttention, "W": SlidingWindowAttention, "M": MSAAttention}
-LETTERS = {"S": "softmax", "L": "lightning", "W": "sliding_window", "M": "msa"}
+from .moe import MoE
+
+ATTENTION = {c: DESIGNS[c].layer_class() for c in LAYOUT_LETTERS}  # letter -> layer class (attnbench.designs)
 
 
 def resolve_layout(layout: str, n_layers: int) -> str:
     """A layout is one letter a layer; a shorter period is tiled when it divides n_layers."""
-    bad = sorted(set(layout) - set(ATTENTION))
+    bad = sorted(set(layout) - set(LAYOUT_LETTERS))
     if not layout or bad:
-        raise ValueError(f"layout {layout!r}: letters must be from {''.join(ATTENTION)} ({', '.join(f'{k}={v}' for k, v in LETTERS.items())})")
+        raise ValueError(f"layout {layout!r}: letters must be from {LAYOUT_LETTERS} ({describe_letters()})")
     if n_layers % len(layout):
         raise ValueError(f"layout {layout!r} (length {len(layout)}) does not tile n_layers={n_layers}")
     return layout * (n_layers // len(layout))

@@ -31,6 +31,8 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch, Rectangle
 from matplotlib.ticker import FuncFormatter
 
+from attnbench.designs import DESIGNS
+
 from .data import LEN_1M, NOT_MEASURED, design_order, designs, fmt_bytes, fmt_len, is_preset, metric, pooled, varying
 from .quality import pooled_acc
 
@@ -41,11 +43,34 @@ STYLE = {
     "savefig.dpi": 150, "figure.dpi": 100, "lines.linewidth": 1.6, "lines.markersize": 5,
 }
 # Okabe-Ito: tells apart in colour-blind vision and in greyscale print (with the markers).
-PALETTE = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000", "#999999"]
+# Its yellow (#F0E442) is left out: it does not read on white.
+PALETTE = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#000000", "#999999"]
 MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*", "h"]
 SERIES_COLORS = ["#D55E00", "#0072B2", "#009E73", "#CC79A7", "#000000"]  # series that are not designs
 PRESET_COLORS = ["#332288", "#882255", "#117733", "#999933", "#AA4499", "#44AA99"]  # Tol's muted, for presets
-FIXED = {"softmax": 0, "lightning": 1, "lightning_hybrid": 2, "sliding_window": 3, "swa_hybrid": 4, "msa": 5}
+_GREEN, _SKY = "#009E73", "#56B4E9"  # the two hybrids' colours
+
+
+def _family(name: str, marker: str | None = None) -> tuple[str, str]:
+    """The colour of a design's family (a registry design or a hybrid), with its own marker."""
+    colour, own = FIXED[name]
+    return colour, marker or own
+
+
+# Every named design (conf/attention/*.yaml) has its (colour, marker) here, the same in every
+# figure. Single-letter designs take theirs from the registry (attnbench/designs.py); a variant
+# (one setting changed) takes its family's colour and a marker of its own, so it reads as its
+# family's. tests/test_report.py holds every conf/attention design to an entry here.
+FIXED: dict[str, tuple[str, str]] = {d.name: (d.colour, d.marker) for d in DESIGNS.values() if d.colour}
+FIXED |= {"lightning_hybrid": (_GREEN, "^"), "swa_hybrid": (_SKY, "v")}
+FIXED |= {
+    "lightning_hybrid16": _family("lightning_hybrid", "X"),
+    "lightning_hybrid31": _family("lightning_hybrid", "*"),
+    "lightning_hybrid_h8": _family("lightning_hybrid", "h"),
+    "lightning_hybrid_nope": _family("lightning_hybrid", "p"),
+    "lightning_conv_nope": _family("lightning_hybrid", "d"),
+    "softmax_logn": _family("softmax", ">"),
+}
 WIDTH = 7.2  # inches: an A4 page's text width
 
 
@@ -74,11 +99,10 @@ def figure(id: str, title: str, metrics: tuple[str, ...], caption: str = ""):
 def style(name: str, all_names: list[str]) -> tuple[str, str]:
     """(colour, marker) of a design or preset, the same in every figure of a report."""
     if name in FIXED:
-        i = FIXED[name]
-    else:
-        others = [n for n in design_order(all_names) if n not in FIXED]
-        i = len(FIXED) + (others.index(name) if name in others else 0)
-    return PALETTE[i % len(PALETTE)], MARKERS[i % len(MARKERS)]
+        return FIXED[name]
+    others = [n for n in design_order(all_names) if n not in FIXED]  # unnamed designs (a config override)
+    i = others.index(name) if name in others else 0
+    return PALETTE[::-1][i % len(PALETTE)], MARKERS[::-1][i % len(MARKERS)]
 
 
 def render(spec: FigureSpec, df: pd.DataFrame) -> bytes | None:

@@ -14,6 +14,8 @@ from typing import Callable, Iterable
 
 import pandas as pd
 
+from attnbench.designs import LAYOUT_LETTERS, of
+
 from .data import LEN_1M, LEN_4M, LEN_128K, NOT_MEASURED, designs, fmt_bytes, fmt_len, fmt_num, is_preset, metric, pooled
 from .quality import (EFFECTIVE_LOWER_BOUND, LEARNED_LOWER_BOUND, effective_length, experiment_task, learned, levels_of,
                       pooled_acc)
@@ -88,9 +90,6 @@ def learned_cell(df: pd.DataFrame, name: str, task: str | None, train: pd.DataFr
                 sub=got.acc.text() if got.acc else "")
 
 
-LETTERS = {"S": "softmax", "L": "lightning", "W": "sliding_window", "M": "msa"}
-
-
 def design_times(df: pd.DataFrame, name: str, phase: str, layout: str) -> pd.DataFrame:
     """Measured times of ``name`` (exp, device, scope, dtype, context_len -> ms); a design timed
     only through its letters (a hybrid) is composed from its letters' measured layer times."""
@@ -101,11 +100,11 @@ def design_times(df: pd.DataFrame, name: str, phase: str, layout: str) -> pd.Dat
     if not own.empty:
         return own.groupby(keys, dropna=False)["v"].median().reset_index().assign(how="measured")
     letters = {c: layout.count(c) / len(layout) for c in set(layout)} if layout else {}
-    if not letters or not all(LETTERS.get(c) for c in letters):
+    if not letters or not all(c in LAYOUT_LETTERS for c in letters):
         return pd.DataFrame(columns=keys + ["v", "how"])
     parts = []
     for c, w in letters.items():
-        g = d[(d["design"] == LETTERS[c]) & (d["scope"] == "layer")].groupby(keys, dropna=False)["v"].median()
+        g = d[(d["design"] == of(c).name) & (d["scope"] == "layer")].groupby(keys, dropna=False)["v"].median()
         parts.append(g * w)
     total = parts[0]
     for p in parts[1:]:
