@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import copy
 import os
+import re
 import signal
 import sys
 import time
@@ -90,8 +91,10 @@ def one_line(ex: BaseException) -> str:
 
         fields = [f.name for f in dataclasses.fields(cause.object_type)] if dataclasses.is_dataclass(cause.object_type) else []
         return f"{cause.full_key}: unknown key; allowed keys: {', '.join(fields)}"
-    if isinstance(cause, ValidationError):
-        return f"{cause.full_key}: {str(cause).splitlines()[0]}"
+    if isinstance(cause, ValidationError):  # a wrong type, or a value outside an Enum field's set (config/choices.py)
+        first = str(cause).splitlines()[0]
+        choices = re.search(r"expected one of \[(.*)\]", first)
+        return f"{cause.full_key}={cause.value!r}: {'one of ' + choices.group(1) if choices else first}"
     if isinstance(ex, MissingConfigException) and ex.options:
         return f"{str(ex).splitlines()[0]}; available: {', '.join(ex.options)}"
     return " ".join(str(ex).split())

@@ -20,7 +20,7 @@ NOT_IN_HASH = ("hydra", "wandb", "report", "threads", "force", "lock")
 
 
 def config_dict(cfg: DictConfig) -> dict:
-    return OmegaConf.to_container(cfg, resolve=True)
+    return OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)  # Enum fields (config/choices.py) as their strings
 
 
 def config_hash(cfg: DictConfig) -> str:
