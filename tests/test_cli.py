@@ -65,6 +65,18 @@ def test_bad_config_stops_with_one_line(tmp_path, override, field):
     assert not (tmp_path / "run" / "results.jsonl").exists()
 
 
+@pytest.mark.parametrize("override, line", [
+    ("device=gpu", "device='gpu': one of auto, cpu, cuda"),
+    ("train.parallel=mpi", "train.parallel='mpi': one of none, ddp, fsdp"),
+    ("kernels.ops=[softmax,flash]", "kernels.ops[1]='flash': one of softmax, lightning, sliding_window, msa"),
+])
+def test_a_value_outside_a_fixed_set_fails_at_compose_in_the_one_line_form(override, line):
+    """Enum fields (attnbench/config/choices.py): OmegaConf refuses the value, the CLI names field, value, choices."""
+    from attnbench.cli import config_error
+
+    assert config_error(["+exp=smoke", override]) == line
+
+
 def unwritable_dir(tmp_path: Path) -> Path:
     """A directory this process cannot write in: a read-only one, or where root ignores modes, /sys."""
     ro = tmp_path / "read-only"
