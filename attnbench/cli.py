@@ -115,7 +115,7 @@ def check_group_choices(overrides: list[str]) -> None:
             continue
         if not isinstance(o.value(), (str, list, dict)) and not o.is_delete():
             options = sorted(f.name.removesuffix(".yaml") for f in conf.joinpath(group).iterdir() if f.name.endswith(".yaml"))
-            raise ConfigError(group, o.input_line.split("=", 1)[-1], f"one of {', '.join(options)}")
+            raise ConfigError(group, (o.input_line or "").split("=", 1)[-1], f"one of {', '.join(options)}")
 
 
 def preflight(cfg: DictConfig, run_dir: Path) -> None:
@@ -314,7 +314,9 @@ def finish_run(cfg: DictConfig, run_dir: Path, console, status: str) -> None:
     from . import tracking
 
     t0 = time.perf_counter()
-    wcfg = OmegaConf.to_container(cfg.wandb, resolve=True)
+    from .runner import config_dict
+
+    wcfg = config_dict(cfg.wandb)
     res, logging, logging_started = None, None, 0.0
     if cfg.report.enabled:
         try:

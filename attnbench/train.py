@@ -31,13 +31,13 @@ from pathlib import Path
 import numpy as np
 import torch
 import torch.nn.functional as F
-from omegaconf import OmegaConf
 from tqdm import tqdm
 
 from . import checkpoints, distributed
 from .config import execution_free, parse_duration
 from .model import Model, layout_for
 from .results import git_commit, stable_hash
+from .runner import config_dict
 from .tasks.batches import IGNORE, Stage, chain_batch, mqar_batch
 from .tasks.vocab import Vocab
 
@@ -54,17 +54,17 @@ def vocab_of(cfg) -> Vocab:
 def checkpoint_key(cfg, design: str) -> str:
     """Hash of everything that determines the trained weights."""
     # How a run is spread over processes is not part of the key (a run resumes on any number).
-    train = execution_free(OmegaConf.to_container(cfg.train, resolve=True))
+    train = execution_free(config_dict(cfg.train))
     # Limits that only decide when to stop (not what a step does) are not part of the key: a
     # run stopped by them resumes from its partial checkpoint when they are raised.
     for k in ("force", "budget", "patience", "token_budget", "checkpoint_every", "log_every"):
         train.pop(k, None)
     return stable_hash({
         "format": FORMAT,
-        "model": OmegaConf.to_container(cfg.model, resolve=True),
-        "design": {k: v for k, v in OmegaConf.to_container(cfg.attention[design], resolve=True).items()
+        "model": config_dict(cfg.model),
+        "design": {k: v for k, v in config_dict(cfg.attention[design]).items()
                    if k != "description" and not (k in ADDED_AT_DEFAULT and v == ADDED_AT_DEFAULT[k])},
-        "task": OmegaConf.to_container(cfg.task, resolve=True),
+        "task": config_dict(cfg.task),
         "train": train,
         "seed": cfg.seed,
     })
@@ -171,7 +171,7 @@ def rule_of(tc) -> dict:
 
 def stages_of(tc) -> list[Stage]:
     """The curriculum; ``train.max_len`` (the GPU presets) stretches the last stage's lengths."""
-    stages = [Stage(**OmegaConf.to_container(s, resolve=True)) if not isinstance(s, Stage) else s for s in tc.stages]
+    stages = [Stage(**config_dict(s)) if not isinstance(s, Stage) else s for s in tc.stages]
     if tc.get("max_len", 0):
         stages[-1] = replace(stages[-1], max_context_len=tc.max_len)
     return stages
@@ -458,10 +458,10 @@ def training_record(cfg, design_name: str, key: str, model: Model, st: TrainStat
         # the TRUE training length: the longest context of a stage the model passed (0: none)
         "train_len": stages[st.passed - 1].longest if st.passed else 0,
         "curve": st.curve,
-        "config": {"model": OmegaConf.to_container(cfg.model, resolve=True),
-                   "design": OmegaConf.to_container(design, resolve=True),
-                   "task": OmegaConf.to_container(cfg.task, resolve=True),
-                   "train": OmegaConf.to_container(tc, resolve=True), "seed": cfg.seed},
+        "config": {"model": config_dict(cfg.model),
+                   "design": config_dict(design),
+                   "task": config_dict(cfg.task),
+                   "train": config_dict(tc), "seed": cfg.seed},
         "git": git_commit(),
         "command": command_line(cfg, design_name),
     }

@@ -21,6 +21,7 @@ import pandas as pd
 import torch
 
 from attnbench.kernels import choose
+from attnbench.model.backbone import Block
 
 from . import costmodel
 from .gate import check
@@ -92,7 +93,7 @@ def run(ctx, hw, letters: str, passed: dict[str, bool], budget: Budget, *, scope
     designs = letter_designs(cfg, letters)
     archs = {L: from_model(cfg.model, cfg.attention[designs[L]]) for L in letters}
     moe = (cfg.model.n_experts, cfg.model.top_k_experts, cfg.model.d_expert)
-    blocks = {}
+    blocks: dict[str, Block] = {}
     done = _previous(ctx)
     rows = []
     # every cell with its prediction, grouped by (scope, phase, n): a group's designs are timed

@@ -45,7 +45,8 @@ def training_facts(record: dict) -> dict:
         train_len = int(record["train_len"])
     else:
         train_len = passed_len(train.get("stages") or [], record.get("final_stage", 1), record.get("status", ""))
-    stop = record.get("stop_reason") or STOP_REASONS.get(record.get("status"), record.get("status", "unknown")).format(
+    status = str(record.get("status", "unknown"))
+    stop = record.get("stop_reason") or STOP_REASONS.get(status, status).format(
         patience=train.get("patience"), budget=train.get("budget"), failure=record.get("failure"))
     return {"rule": rule, "train_len": train_len, "stop_reason": stop, "steps": record.get("steps"),
             "tokens": record.get("tokens"), "status": record.get("status"),

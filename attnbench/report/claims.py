@@ -205,6 +205,7 @@ def judge_c2(df: pd.DataFrame, t: dict, train=None) -> Verdict:
     train_len = got.train_len if pd.notna(got.train_len) else d["train_len"].max()
     longest = d["context_len"].max()
     acc = acc_at(df, "niah/acc", name, longest)
+    assert acc is not None, f"{name}: measured records at {longest} without accuracies"
     factor = longest / train_len
     v.evidence.append(f"{name} at {fmt_len(longest)} tokens ({factor:g}x its training length {fmt_len(train_len)}): "
                       f"{acc.fraction} = {acc.text()}; {_levels_note(df, 'niah/acc')}")
@@ -255,6 +256,7 @@ def judge_c3(df: pd.DataFrame, t: dict, train=None) -> Verdict:
         return v
     k, L = cell
     s = acc_at(df, "multihop/acc", "softmax", L, hops=k, scoring="final value")
+    assert s is not None  # L is a reference length: softmax was measured there
     results = {}
     for name in (hyb_name, "swa_hybrid"):
         a = acc_at(df, "multihop/acc", name, L, hops=k, scoring="final value")
@@ -396,6 +398,7 @@ def judge_c5(df: pd.DataFrame, t: dict, train=None) -> Verdict:
             else:
                 L = max(lens)
                 m, s = acc_at(df, "niah/acc", "msa", L), acc_at(df, "niah/acc", "softmax", L)
+                assert m is not None and s is not None  # a reference length: both were measured there
                 res = compare(m, s, t["gap"])
                 parts["lookup"] = {"not below": SUPPORTED, "below": NOT_SUPPORTED}.get(res, INCONCLUSIVE)
                 sub.evidence.append(f"lookup at {fmt_len(L)}: msa {m.text()} vs softmax {s.text()} -> msa {res} softmax "
@@ -443,6 +446,7 @@ def judge_c6(df: pd.DataFrame, t: dict, train=None) -> Verdict:
         return v
     L = max(lens)
     a, s = acc_at(df, "niah/acc", "lightning", L), acc_at(df, "niah/acc", "softmax", L)
+    assert a is not None and s is not None  # a reference length: both were measured there
     res = compare(a, s, t["gap"])
     lo, hi = deficit(a, s)
     v.evidence.append(f"at {fmt_len(L)}: lightning {a.text()} vs softmax {s.text()}: deficit in [{lo:.2f}, {hi:.2f}]; "

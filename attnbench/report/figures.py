@@ -21,7 +21,7 @@ The report shows figures in the order they are registered.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 import pandas as pd
@@ -34,7 +34,7 @@ from matplotlib.ticker import FuncFormatter
 from .data import LEN_1M, NOT_MEASURED, design_order, designs, fmt_bytes, fmt_len, is_preset, metric, pooled, varying
 from .quality import pooled_acc
 
-STYLE = {
+STYLE: dict[str, Any] = {
     "font.size": 9, "axes.titlesize": 10, "axes.labelsize": 9, "legend.fontsize": 7.5,
     "xtick.labelsize": 8, "ytick.labelsize": 8, "axes.grid": True, "grid.alpha": 0.3, "grid.linewidth": 0.6,
     "axes.spines.top": False, "axes.spines.right": False, "legend.frameon": False,
@@ -85,9 +85,9 @@ def render(spec: FigureSpec, df: pd.DataFrame) -> bytes | None:
     """The figure as PNG bytes (None: no records for it), drawn and saved in the report style."""
     import io
 
-    import matplotlib
+    import matplotlib.style
 
-    with matplotlib.rc_context(STYLE):
+    with matplotlib.style.context(STYLE):  # rc_context, typed for a plain dict
         fig = spec.fn(df)
         if fig is None:
             return None
@@ -121,7 +121,7 @@ def status_legend(ax, statuses: set[str]) -> None:
     if "not learned" in statuses:
         handles.append(Line2D([], [], color="0.3", marker="o", ms=3, ls=":", mfc="white", label="did not learn the task"))
     if handles:
-        ax.add_artist(Legend(ax, handles, [h.get_label() for h in handles], loc="lower left", bbox_to_anchor=(1.01, 0.0),
+        ax.add_artist(Legend(ax, handles, [str(h.get_label()) for h in handles], loc="lower left", bbox_to_anchor=(1.01, 0.0),
                              title="status", title_fontsize=7.5, borderaxespad=0, alignment="left"))
 
 
@@ -398,7 +398,7 @@ def latency(df: pd.DataFrame) -> Figure | None:
     if all(metric(df, m).empty and metric(df, c).empty for _, m, c in phases):
         return None
     lat = df[df["metric"].isin([m for _, m, _ in phases])]
-    devices = sorted({str(x) for x in lat["device"].dropna()}) or [None]  # one row per device: never compared across
+    devices: list[str | None] = [*sorted({str(x) for x in lat["device"].dropna()})] or [None]  # one row per device: never compared across
     fig, axes = new_figure(2, len(devices), height=3.2)
     names = designs(df)
     statuses: set[str] = set()
