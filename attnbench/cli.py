@@ -124,10 +124,10 @@ def preflight(cfg: DictConfig, run_dir: Path) -> None:
     Raises ConfigError or RunDirError (one-line messages); creates nothing.
     """
     from .checkpoints import cache_root
-    from .experiments import CACHE_USERS
+    from .experiments import CACHE_USERS, NEEDS_CUDA
 
     config_mod.validate(cfg)
-    if cfg.device == "cuda":
+    if cfg.device == "cuda" and cfg.exp.name not in NEEDS_CUDA:  # those record their designs skipped instead
         import torch
 
         if not torch.cuda.is_available():
@@ -254,7 +254,7 @@ def run(cfg: DictConfig, run_dir: Path) -> None:
     from rich.console import Console
 
     from . import distributed
-    from .experiments import runner
+    from .experiments import NEEDS_CUDA, runner
     from .kernels import force
     from .results import Recorder
     from .runner import RunContext, config_dict, config_hash, resolve_device, seed_everything
@@ -265,7 +265,8 @@ def run(cfg: DictConfig, run_dir: Path) -> None:
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     seeds = seed_everything(cfg.seed)
-    device = distributed.process_device(resolve_device(cfg.device))
+    no_cuda = cfg.exp.name in NEEDS_CUDA and not torch.cuda.is_available()  # it records its designs skipped
+    device = distributed.process_device(resolve_device("cpu" if no_cuda else cfg.device))
     main = distributed.is_main()  # a distributed run's rank 0 alone writes records, report and W&B
     recorder = Recorder(run_dir / "results.jsonl", cfg.exp.name, {**config_dict(cfg), "seeds": seeds}, config_hash(cfg),
                         write=main)

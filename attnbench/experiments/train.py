@@ -96,8 +96,18 @@ def record_training(ctx, cell, name: str, trained) -> None:
 
 
 def run(ctx) -> None:
+    from attnbench.experiments import NEEDS_CUDA
     from attnbench.train import get_model  # torch; the report imports this module for training_facts
 
+    if ctx.cfg.exp.name in NEEDS_CUDA and ctx.device.type != "cuda":
+        for name in ctx.design_names:
+            cell = ctx.cell(design=name, part="train")
+            if cell.done:
+                continue
+            cell.record(name, "train/steps_to_floor", None, "steps", "skipped", note="needs a CUDA device; torch sees none here")
+            cell.commit()
+        ctx.console.print(f"  {ctx.cfg.exp.name} needs a CUDA device; every design recorded skipped")
+        return
     for name in ctx.design_names:
         cell = ctx.cell(design=name, part="train")
         if cell.done:
