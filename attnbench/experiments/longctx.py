@@ -23,7 +23,7 @@ from attnbench.bench.timing import efficiency, noisy
 from attnbench.config import parse_duration
 from attnbench.evaluate import PeakRSS, ProbeResult, batch_accuracy, run_sample, wilson
 from attnbench.experiments.train import record_training, training_facts
-from attnbench.plan import calibrate, memory_allowed
+from attnbench.plan import measure_prefill, memory_allowed
 from attnbench.results import read_jsonl
 from attnbench.tasks.data import cached_samples
 from attnbench.tasks.generate import Sample, niah
@@ -105,7 +105,7 @@ def run_grid(ctx, grid: Grid) -> None:
     lengths = sorted(cfg.eval.context_lens)
 
     ctx.console.print("calibrating prefill cost per design ...")
-    cal = {name: calibrate(t.model, dev, cfg.eval.chunk, cfg.model.vocab_size) for name, t in models.items()}
+    cal = {name: measure_prefill(t.model, dev, cfg.eval.chunk, cfg.model.vocab_size) for name, t in models.items()}
     hw = hardware_for_run(ctx) if dev.type == "cpu" else None  # the peak each prefill's GFLOP/s is held to
 
     def haystacks(L):
