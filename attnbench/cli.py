@@ -118,7 +118,7 @@ def check_group_choices(overrides: list[str]) -> None:
             continue
         if not isinstance(o.value(), (str, list, dict)) and not o.is_delete():
             options = sorted(f.name.removesuffix(".yaml") for f in conf.joinpath(group).iterdir() if f.name.endswith(".yaml"))
-            raise ConfigError(group, o.input_line.split("=", 1)[-1], f"one of {', '.join(options)}")
+            raise ConfigError(group, (o.input_line or "").split("=", 1)[-1], f"one of {', '.join(options)}")
 
 
 def preflight(cfg: DictConfig, run_dir: Path) -> None:
@@ -127,10 +127,10 @@ def preflight(cfg: DictConfig, run_dir: Path) -> None:
     Raises ConfigError or RunDirError (one-line messages); creates nothing.
     """
     from .checkpoints import cache_root
-    from .experiments import CACHE_USERS
+    from .experiments import CACHE_USERS, NEEDS_CUDA
 
     config_mod.validate(cfg)
-    if cfg.device == "cuda":
+    if cfg.device == "cuda" and cfg.exp.name not in NEEDS_CUDA:  # those record their designs skipped instead
         import torch
 
         if not torch.cuda.is_available():
@@ -257,7 +257,7 @@ def run(cfg: DictConfig, run_dir: Path) -> None:
     from rich.console import Console
 
     from . import distributed
-    from .experiments import runner
+    from .experiments import NEEDS_CUDA, runner
     from .kernels import force
     from .results import Recorder
     from .runner import RunContext, config_dict, config_hash, resolve_device, seed_everything
@@ -268,7 +268,8 @@ def run(cfg: DictConfig, run_dir: Path) -> None:
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     seeds = seed_everything(cfg.seed)
-    device = distributed.process_device(resolve_device(cfg.device))
+    no_cuda = cfg.exp.name in NEEDS_CUDA and not torch.cuda.is_available()  # it records its designs skipped
+    device = distributed.process_device(resolve_device("cpu" if no_cuda else cfg.device))
     main = distributed.is_main()  # a distributed run's rank 0 alone writes records, report and W&B
     recorder = Recorder(run_dir / "results.jsonl", cfg.exp.name, {**config_dict(cfg), "seeds": seeds}, config_hash(cfg),
                         write=main)
@@ -317,7 +318,9 @@ def finish_run(cfg: DictConfig, run_dir: Path, console, status: str) -> None:
     from . import tracking
 
     t0 = time.perf_counter()
-    wcfg = OmegaConf.to_container(cfg.wandb, resolve=True)
+    from .runner import config_dict
+
+    wcfg = config_dict(cfg.wandb)
     res, logging, logging_started = None, None, 0.0
     if cfg.report.enabled:
         try:

@@ -21,7 +21,7 @@ BY_DESIGN = wr.Config("design")
 X_LEN = "context_len"
 
 
-def _line(title: str, y: list[str], *, x: str = X_LEN, log_x: bool = True, log_y: bool = False, **kw) -> wr.LinePlot:
+def _line(title: str, y: list, *, x: str = X_LEN, log_x: bool = True, log_y: bool = False, **kw) -> wr.LinePlot:
     return wr.LinePlot(title=title, x=x, y=y, groupby=BY_DESIGN, log_x=log_x, log_y=log_y, title_x=x,
                        groupby_aggfunc="mean", groupby_rangefunc="minmax", **kw)
 

@@ -368,7 +368,7 @@ class Parallel(Local):
         R, T = x.shape  # x, y: (R, T) the whole global batch, the same on every process
         n_answers = int((y != IGNORE).sum())
         mine = self.slices(R)
-        autocast = dict(device_type=self.device.type, dtype=torch.bfloat16, enabled=self.device.type == "cuda")
+        autocast: dict[str, Any] = dict(device_type=self.device.type, dtype=torch.bfloat16, enabled=self.device.type == "cuda")
         one_slice = len(mine) == 1
         routing = GlobalRouting(R * T, reduce=self._sum if one_slice and self.distributed else None)
         if not one_slice:  # the global batch's routing first: a no-grad counting pass

@@ -65,8 +65,10 @@ def _fit_time(ns: np.ndarray, ts: np.ndarray, quadratic: bool) -> tuple[float, f
 
 
 @torch.no_grad()
-def calibrate(model: Model, device: torch.device, chunk: int, vocab_size: int,
-              lengths: tuple[int, ...] = CALIBRATION_LENGTHS) -> Calibration:
+def measure_prefill(model: Model, device: torch.device, chunk: int, vocab_size: int,
+                    lengths: tuple[int, ...] = CALIBRATION_LENGTHS) -> Calibration:
+    """Time and peak memory of this model's chunked prefill at a few short lengths, the basis of
+    the eval planner's estimates (not bench.calibrate.calibrate, which fits the machine's roofline)."""
     gen = torch.Generator().manual_seed(0)
     times, sizes, work = [], [], 0.0
     for n in lengths:

@@ -96,7 +96,7 @@ def git_commit() -> dict[str, Any]:
 
 
 def versions() -> dict[str, str | None]:
-    found = {"python": platform.python_version()}
+    found: dict[str, str | None] = {"python": platform.python_version()}
     for name in PACKAGES:
         try:
             found[name] = metadata.version(name)
@@ -206,7 +206,7 @@ class Scan:
     @property
     def objects(self) -> list[dict]:
         """The good lines' objects (checksums dropped), without records of cells that are not whole."""
-        return [l.obj for l in self.lines if l.keep]
+        return [l.obj for l in self.lines if l.keep and l.obj is not None]  # kept lines are whole
 
     @property
     def damaged(self) -> list[Line]:
@@ -222,7 +222,7 @@ class Scan:
 
     def config_hashes(self) -> list[str]:
         """Config hashes of the runs that wrote this file, in order of appearance."""
-        found = [l.obj.get("config_hash") for l in self.lines if l.keep and l.obj.get("type") in ("header", "record")]
+        found = [o.get("config_hash") for o in self.objects if o.get("type") in ("header", "record")]
         return list(dict.fromkeys(h for h in found if h))
 
     def summary(self) -> str:
@@ -288,21 +288,21 @@ def scan(path: Path) -> Scan:
 
 def _check_cells(out: Scan) -> None:
     """Mark the records of whole cells; set aside those of cells that are not whole, and duplicates."""
-    lines, in_block = out.lines, set()
+    lines, in_block = out.lines, set[int]()
     for j, line in enumerate(lines):
         obj = line.obj
         if obj is None or obj.get("type") != "commit":
             continue
-        key, n = obj.get("cell"), obj.get("records")
+        key, n = obj.get("cell", ""), obj.get("records")
         block = lines[j - n:j] if isinstance(n, int) and 0 <= n <= j else None
         whole = block is not None and all(b.obj is not None and b.obj.get("type") == "record" and b.obj.get("cell") == key
                                           and b.no not in in_block for b in block)
-        if whole and key not in out.done_cells:
+        if block is not None and whole and key not in out.done_cells:
             out.done_cells.add(key)
             in_block.update(b.no for b in block)
             continue
         why = "cell already recorded above (duplicate)" if whole else "its cell is not whole"
-        for b in [*(block if whole else []), line]:
+        for b in [*(block if block is not None and whole else []), line]:
             b.keep, b.problem = False, why
             in_block.add(b.no)
         if not whole:

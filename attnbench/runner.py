@@ -20,7 +20,10 @@ NOT_IN_HASH = ("hydra", "wandb", "report", "threads", "force", "lock")
 
 
 def config_dict(cfg: DictConfig) -> dict:
-    return OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)  # Enum fields (config/choices.py) as their strings
+    """The plain dict of a config node, interpolations resolved, Enum fields (config/choices.py) as strings."""
+    out = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
+    assert isinstance(out, dict), type(out)  # a DictConfig node is always a dict
+    return out
 
 
 def config_hash(cfg: DictConfig) -> str:

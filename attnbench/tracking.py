@@ -120,19 +120,19 @@ def stable_key(metric: str, row: pd.Series, projected: bool = False) -> str:
 
 def summary_of(g: pd.DataFrame) -> dict:
     """Stable summary keys of one design's records (means over seeds/repeats with equal coordinates)."""
-    out: dict[str, float] = {}
+    out: dict[str, list[float]] = {}
     ok = g[g["status"].isin(["measured", "projected"]) & g["v"].notna()]
     for status, part in ok.groupby("status"):
         proj = status == "projected"
         for _, r in part.iterrows():
             key = stable_key(r["metric"], r, proj)
-            out.setdefault(key, []).append(float(r["v"]))  # type: ignore[arg-type]
+            out.setdefault(key, []).append(float(r["v"]))
         for name in ("niah/acc", "multihop/acc"):
             m = part[part["metric"] == name]
             for length, mm in m.groupby("context_len"):
                 key = f"{name}{'_projected' if proj else ''}@len={int(length)}"
-                out[key] = [float(mm["v"].mean())]  # type: ignore[assignment]
-    summary = {k: sum(v) / len(v) for k, v in out.items()}  # type: ignore[union-attr]
+                out[key] = [float(mm["v"].mean())]
+    summary = {k: sum(v) / len(v) for k, v in out.items()}
     for name in ok.loc[ok["status"] == "measured", "metric"].unique():  # plain name where it is unambiguous
         keys = {k for k in summary if k == name or k.startswith(name + "@")}
         if len(keys) == 1 and name not in summary:
@@ -148,7 +148,7 @@ def history_rows(g: pd.DataFrame) -> tuple[list[dict], list[dict]]:
                 & g["v"].notna() & g["status"].isin(["measured", "projected"])]
     len_rows = []
     for length, x in per_len.groupby("context_len"):
-        row = {"context_len": int(length)}
+        row: dict[str, float] = {"context_len": int(length)}
         for (name, status), y in x.groupby(["metric", "status"]):
             row[name + ("_projected" if status == "projected" else "")] = float(y["v"].mean())
         len_rows.append(row)
@@ -198,7 +198,7 @@ def log_runs(paths: list[Path], wcfg: dict) -> list[str]:
         train_rows, len_rows = history_rows(g)
         for row in train_rows + len_rows:
             run.log(row)
-        cols = [c for c in TABLE_COLUMNS]
+        cols: list[str | int] = [c for c in TABLE_COLUMNS]
         run.log({"records": wandb.Table(columns=cols, data=[[_table_value(r.get(c)) if c != "value" else
                                                              _table_value(r["v"] if pd.notna(r["v"]) else r["value"])
                                                              for c in cols] for _, r in g.iterrows()],

@@ -25,21 +25,22 @@ import logging
 import math
 import time
 from collections import deque
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import numpy as np
 import torch
 import torch.nn.functional as F
-from omegaconf import OmegaConf
 from tqdm import tqdm
 
 from . import checkpoints, distributed
 from .config import execution_free, parse_duration
 from .model import Model, layout_for
-from .results import git_commit, stable_hash
+from .results import stable_hash
+from .runner import config_dict
 from .tasks.batches import IGNORE, Stage, chain_batch, mqar_batch
 from .tasks.vocab import Vocab
+from .train_record import TrainState, rule_of, stop_reason, training_record
 
 FORMAT = 2  # bump when the checkpoint contents or training semantics change (2: the fair rule, mixed lengths)
 # Design fields added after FORMAT 1 whose default reproduces the old behaviour: left out of
@@ -54,17 +55,17 @@ def vocab_of(cfg) -> Vocab:
 def checkpoint_key(cfg, design: str) -> str:
     """Hash of everything that determines the trained weights."""
     # How a run is spread over processes is not part of the key (a run resumes on any number).
-    train = execution_free(OmegaConf.to_container(cfg.train, resolve=True))
+    train = execution_free(config_dict(cfg.train))
     # Limits that only decide when to stop (not what a step does) are not part of the key: a
     # run stopped by them resumes from its partial checkpoint when they are raised.
     for k in ("force", "budget", "patience", "token_budget", "checkpoint_every", "log_every"):
         train.pop(k, None)
     return stable_hash({
         "format": FORMAT,
-        "model": OmegaConf.to_container(cfg.model, resolve=True),
-        "design": {k: v for k, v in OmegaConf.to_container(cfg.attention[design], resolve=True).items()
+        "model": config_dict(cfg.model),
+        "design": {k: v for k, v in config_dict(cfg.attention[design]).items()
                    if k != "description" and not (k in ADDED_AT_DEFAULT and v == ADDED_AT_DEFAULT[k])},
-        "task": OmegaConf.to_container(cfg.task, resolve=True),
+        "task": config_dict(cfg.task),
         "train": train,
         "seed": cfg.seed,
     })
@@ -159,19 +160,9 @@ def get_model(cfg, design_name: str, device, *, console=None) -> Trained:
     return train(cfg, design_name, device, key=key)
 
 
-RULE_NAME = "fair-v1"
-
-
-def rule_of(tc) -> dict:
-    """The fair training rule: what every compared design shares, recorded with each model."""
-    return {"name": RULE_NAME, "token_budget": int(tc.token_budget), "patience": int(tc.patience),
-            "advance_at": float(tc.advance_at), "floor": float(tc.floor), "max_steps": int(tc.max_steps),
-            "tokens_per_step": int(tc.tokens_per_step), "lr": float(tc.lr), "batch": int(tc.batch)}
-
-
 def stages_of(tc) -> list[Stage]:
     """The curriculum; ``train.max_len`` (the GPU presets) stretches the last stage's lengths."""
-    stages = [Stage(**OmegaConf.to_container(s, resolve=True)) if not isinstance(s, Stage) else s for s in tc.stages]
+    stages = [Stage(**config_dict(s)) if not isinstance(s, Stage) else s for s in tc.stages]
     if tc.get("max_len", 0):
         stages[-1] = replace(stages[-1], max_context_len=tc.max_len)
     return stages
@@ -196,40 +187,6 @@ def step_batch(cfg, stages: list[Stage], stage_i: int, step: int, vocab: Vocab):
     return chain_batch(rng, vocab, stage, rows, hops=int(rng.integers(1, stage.hops + 1)))
 
 
-@dataclass
-class TrainState:
-    """Everything a resumed run needs besides the weights and the optimiser (saved in partial.pt)."""
-
-    step: int = 0
-    stage: int = 0  # index of the current curriculum stage
-    tokens: int = 0
-    wall_s: float = 0.0
-    curve: list = field(default_factory=list)  # every log_every steps: step, loss, acc, stage, tokens, wall_s
-    stage_starts: list = field(default_factory=lambda: [0])  # step at which each stage was entered
-    status: str = "running"  # done | stalled | tokens | budget | max_steps | failed
-    reached_floor: bool = False
-    warm_from: int = 0  # the lr warms up again from here (a run continued from a shorter curriculum)
-    continued_from: str | None = None  # checkpoint key of that shorter curriculum's model
-    failure: str | None = None
-    rolling: list = field(default_factory=list)  # the last `window` step accuracies
-
-    @property
-    def passed(self) -> int:
-        """How many stages were passed (advanced from, or held the floor at the last one)."""
-        return self.stage + int(self.reached_floor)
-
-
-def stop_reason(st: TrainState, tc, elapsed: float, budget: float) -> str | None:
-    """Why training stops before this step, by the rule (None: go on)."""
-    if st.tokens >= tc.token_budget:
-        return "tokens"
-    if st.step - st.stage_starts[-1] >= tc.patience:
-        return "stalled"  # no stage passed in `patience` steps: record it, stop spending CPU
-    if elapsed > budget:
-        return "budget"  # the wall-clock safety net (not part of the rule)
-    return None
-
-
 def train_log(folder: Path, write: bool = True) -> logging.Logger:
     """One timestamped line per checkpoint in <work dir>/train.log (unattended runs, tail -f).
 
@@ -247,17 +204,6 @@ def train_log(folder: Path, write: bool = True) -> logging.Logger:
         log.setLevel(logging.INFO)
         log.propagate = False
     return log
-
-
-def command_line(cfg, design_name: str) -> str:
-    """The command that reproduces this training: the run's own overrides when Hydra ran it."""
-    try:
-        from hydra.core.hydra_config import HydraConfig
-
-        overrides = [o for o in HydraConfig.get().overrides.task if not o.startswith(("design=", "+exp="))]
-    except ValueError:  # not inside a Hydra run (tests, library use)
-        overrides = []
-    return " ".join(["python -m attnbench +exp=train", f"design={design_name}", f"seed={cfg.seed}", *overrides])
 
 
 def prefix_model(cfg, design_name: str) -> tuple[Path, dict, int] | None:
@@ -372,14 +318,9 @@ def _train(cfg, design_name: str, device, *, key: str | None, backends: dict[str
                 bar.set_postfix(stage=f"{st.stage + 1}/{len(stages)}", loss=f"{res.ce:.3f}", acc=f"{roll:.2f}",
                                 tok_s=f"{st.tokens / max(1e-9, time.perf_counter() - start):.0f}")
             bar.update(1)
-            if len(rolling) == tc.window:
-                if st.stage < len(stages) - 1 and roll >= tc.advance_at:
-                    log.info(f"step {st.step}: passed stage {st.stage + 1} (context {stages[st.stage].longest}), acc {roll:.3f}")
-                    st.stage += 1
-                    st.stage_starts.append(st.step)
-                    rolling.clear()
-                elif st.stage == len(stages) - 1 and roll >= tc.floor:
-                    st.reached_floor, st.status = True, "done"
+            if len(rolling) == tc.window and st.advance(roll, len(stages), tc):
+                log.info(f"step {st.step}: passed stage {st.stage} (context {stages[st.stage - 1].longest}), acc {roll:.3f}")
+                rolling.clear()
             if st.step % tc.checkpoint_every == 0 or st.status != "running":
                 st.wall_s = time.perf_counter() - start
                 log.info(f"step {st.step} stage {st.stage + 1}/{len(stages)} loss {res.ce:.4f} acc {roll:.3f} "
@@ -426,42 +367,3 @@ def starting_point(cfg, design_name: str, partial: Path) -> tuple[TrainState, di
             st.status = base_record["status"]
         return st, torch.load(base / "final.pt", map_location="cpu", weights_only=True), None
     return TrainState(), None, None
-
-
-def training_record(cfg, design_name: str, key: str, model: Model, st: TrainState, stages: list[Stage], device,
-                    processes: int = 1, backends: dict[str, str] | None = None) -> dict:
-    """How the model was trained: the rule, where it stopped and why, its curve, config and command."""
-    design, tc = cfg.attention[design_name], cfg.train
-    return {
-        "design": design_name,
-        "layout": layout_for(cfg.model, design),
-        "key": key,
-        "rule": rule_of(tc),
-        "status": st.status,  # done (reached the floor) | stalled | tokens | budget | max_steps | failed
-        "stop_reason": st.status,
-        "failure": st.failure,
-        "reached_floor": st.reached_floor,
-        "continued_from": st.continued_from,  # key of the shorter curriculum's model this one started from
-        "steps": st.step,
-        "tokens": st.tokens,
-        "wall_s": round(st.wall_s, 1),
-        "final_stage": st.stage + 1,
-        "n_stages": len(stages),
-        "stages_passed": st.passed,
-        "stage_starts": st.stage_starts,
-        "device": str(device),
-        "processes": processes,  # train.parallel: how many processes trained it (one global batch)
-        "backends": backends or {},  # op -> kernel backend that ran (triton where it passed its gate on CUDA)
-        "dtype": "bfloat16" if torch.device(device).type == "cuda" else "float32",  # autocast on CUDA
-        "threads": torch.get_num_threads(),
-        "params": model.param_counts(),
-        # the TRUE training length: the longest context of a stage the model passed (0: none)
-        "train_len": stages[st.passed - 1].longest if st.passed else 0,
-        "curve": st.curve,
-        "config": {"model": OmegaConf.to_container(cfg.model, resolve=True),
-                   "design": OmegaConf.to_container(design, resolve=True),
-                   "task": OmegaConf.to_container(cfg.task, resolve=True),
-                   "train": OmegaConf.to_container(tc, resolve=True), "seed": cfg.seed},
-        "git": git_commit(),
-        "command": command_line(cfg, design_name),
-    }

@@ -99,7 +99,8 @@ def _resolve(op: str, backend: str, device_type: str) -> str:
 
 def for_layout(layout: str, backend: str, device: torch.device) -> dict[str, str]:
     """{op: the backend it runs with} for the layers of a layout string (attnbench/designs.py letters)."""
-    return {op: choose(op, backend, device) for op in sorted({DESIGNS[c].op for c in layout})}
+    ops = sorted({op for c in layout if (op := DESIGNS[c].op) is not None})  # preset-only letters have no op
+    return {op: choose(op, backend, device) for op in ops}
 
 
 def label(ran: dict[str, str]) -> str:

@@ -207,7 +207,3 @@ def test_every_bad_report_input_gets_one_line(case):
         if kind == REPORT_KINDS:  # the report is written anyway, the damage flagged in it
             assert "Damaged results" in (tmp / "run" / "report.html").read_text()
 
-
-def test_the_shipped_experiments_are_valid():
-    for exp in EXPS:
-        assert config_error([f"+exp={exp}"]) is None

@@ -13,7 +13,7 @@ from attnbench import designs
 from attnbench.bench import costmodel
 from attnbench.kernels import backend
 from attnbench.model import ATTENTION
-from attnbench.report.figures import FIXED
+from attnbench.report.style import FIXED
 
 ROOT = Path(__file__).resolve().parents[1]
 NAMED = {p.stem: yaml.safe_load(p.read_text())[p.stem] for p in (ROOT / "conf" / "attention").glob("*.yaml")}

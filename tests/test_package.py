@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -52,3 +53,36 @@ def test_wheel_contains_configs_and_kernels(tmp_path):
     shipped = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "attnbench" / "trained").glob("*/*") if p.name in ("final.pt", "record.json"))
     for path in shipped:
         assert path in names, f"{path} missing from {wheel.name}"
+
+
+def readme_test_command() -> str:
+    """The bash block after <!-- test-command --> in README.md, as .ci/run extracts it."""
+    text = (ROOT / "README.md").read_text().split("<!-- test-command -->", 1)[1]
+    return text.split("```bash\n", 1)[1].split("```", 1)[0]
+
+
+def test_readme_test_command_lints_and_type_checks():
+    """CI runs exactly this block: lint (ruff) and types (mypy) before the tests, with the test extra."""
+    cmd = readme_test_command()
+    steps = [s.strip() for s in cmd.split("&&")]
+    assert 'pip install -e ".[test]"' in steps, cmd
+    lint, types, tests = steps.index("ruff check attnbench kernels tests"), steps.index("mypy attnbench kernels"), \
+        next(i for i, s in enumerate(steps) if s.startswith("python -m pytest"))
+    assert lint < tests and types < tests, cmd  # a lint or type error stops CI before the (long) tests
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    extra = next(line for line in pyproject.splitlines() if line.startswith("test = ["))
+    assert '"ruff' in extra and '"mypy' in extra, extra
+    hooks = (ROOT / ".pre-commit-config.yaml").read_text()
+    assert "entry: ruff check" in hooks and "entry: mypy attnbench kernels" in hooks
+
+
+def test_lint_config_catches_an_unused_import(tmp_path):
+    """The project's ruff config fails on an unused import (F401), so the README command does too."""
+    ruff = shutil.which("ruff")
+    if ruff is None:
+        pytest.skip("ruff is not installed (pip install -e '.[test]')")
+    bad = tmp_path / "unused.py"
+    bad.write_text("import os\n")
+    res = subprocess.run([ruff, "check", "--config", str(ROOT / "pyproject.toml"), str(bad)], capture_output=True, text=True,
+                         timeout=120)
+    assert res.returncode == 1 and "F401" in res.stdout, res.stdout + res.stderr

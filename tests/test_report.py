@@ -18,6 +18,7 @@ import pytest
 from attnbench.report import all_experiments, build_report
 from attnbench.report import claims as claims_mod
 from attnbench.report import figures as F
+from attnbench.report import figures_quality
 from attnbench.report.data import fmt_len, load
 from attnbench.report.tables import decision_table, summarize
 
@@ -90,7 +91,7 @@ def test_projected_points_are_drawn_hollow_and_dashed(tmp_path):
 
 def test_heatmap_marks_skipped_and_failed_cells(tmp_path):
     df = load([write_run(tmp_path / "r")]).records
-    fig = draw(F.niah_heatmap, df)
+    fig = draw(figures_quality.niah_heatmap, df)
     texts = [t.get_text() for ax in fig.axes for t in ax.texts]
     # msa at 2K (5 depths), lightning_hybrid at 4K (one depth-less record: the whole column), swa_hybrid one cell
     assert texts.count("skipped") == 10 and texts.count("failed") == 1

@@ -126,7 +126,9 @@ def profile(cfg_hw) -> HardwareConfig:
     if isinstance(cfg_hw, HardwareConfig):
         return cfg_hw
     node = OmegaConf.merge(OmegaConf.structured(HardwareConfig), cfg_hw)
-    return OmegaConf.to_object(node)
+    out = OmegaConf.to_object(node)
+    assert isinstance(out, HardwareConfig), type(out)  # a structured node becomes its dataclass
+    return out
 
 
 def load_profile(name: str) -> HardwareConfig:

@@ -22,6 +22,7 @@ import torch
 
 from attnbench.designs import of, op_of
 from attnbench.kernels import choose
+from attnbench.model.backbone import Block
 
 from . import costmodel
 from .gate import check
@@ -90,7 +91,7 @@ def run(ctx, hw, letters: str, passed: dict[str, bool], budget: Budget, *, scope
     designs = letter_designs(cfg, letters)
     archs = {L: from_model(cfg.model, cfg.attention[designs[L]]) for L in letters}
     moe = (cfg.model.n_experts, cfg.model.top_k_experts, cfg.model.d_expert)
-    blocks = {}
+    blocks: dict[str, Block] = {}
     done = _previous(ctx)
     rows = []
     # every cell with its prediction, grouped by (scope, phase, n): a group's designs are timed

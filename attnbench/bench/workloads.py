@@ -11,7 +11,7 @@ Every builder returns a zero-argument callable that does the whole piece of work
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Any, Callable
 
 import torch
 
@@ -62,7 +62,8 @@ def filled_cache(block: Block, n: int, *, batch: int, dtype: torch.dtype, device
     g = torch.Generator().manual_seed(seed)
     def r(*shape):
         return _randn(*shape, dtype=dtype, device=device, g=g)
-    attn, cache = block.attn, block.attn.new_cache()
+    attn: Any = block.attn  # which attention, and so which cache, the letter below says
+    cache: Any = attn.new_cache()
     letter = block.letter
     if letter in "SM":
         k = r(batch, attn.Hkv if letter == "S" else attn.G, n, attn.D)

@@ -14,6 +14,7 @@ there, so each stays written once.
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import cast
 
 from attnbench.designs import KERNEL_OPS
 from attnbench.kernels.backend import BACKENDS
@@ -22,7 +23,7 @@ from attnbench.tasks.generate import HOP_TASKS, NIAH_VARIANTS
 
 def choices(name: str, values) -> type[StrEnum]:
     """A StrEnum whose members are named by their values (what OmegaConf converts by)."""
-    return StrEnum(name, {v: v for v in values}, module=__name__)
+    return cast(type[StrEnum], StrEnum(name, {v: v for v in values}, module=__name__))
 
 
 Device = choices("Device", ("auto", "cpu", "cuda"))

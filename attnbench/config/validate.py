@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from enum import Enum
-from typing import Any
+from typing import Any, cast
 
 from attnbench.designs import LAYOUT_LETTERS, describe_letters
 
@@ -113,7 +113,7 @@ def _no_unknown_keys(node, where: str) -> None:
     for key in node:
         if key == "hydra" and not where:
             continue
-        path = f"{where}.{key}" if where else str(key)
+        path = f"{where}.{key!s}" if where else str(key)
         if fields is not None and key not in fields:
             raise ConfigError(path, OmegaConf.select(node, str(key), throw_on_missing=False),
                               f"unknown key; allowed: {', '.join(sorted(fields))}")
@@ -223,7 +223,7 @@ def validate_tasks(cfg) -> None:
         if st.max_context_len and st.max_context_len < 2 * st.context_len:
             raise ConfigError(f"{where}.max_context_len", st.max_context_len,
                               f"0 (one length) or at least 2 x context_len = {2 * st.context_len}")
-        longest = StageConfig(**OmegaConf.to_container(st, resolve=True)).longest
+        longest = StageConfig(**cast(dict, OmegaConf.to_container(st, resolve=True))).longest
         if longest + st.n_queries > tr.tokens_per_step:
             raise ConfigError("train.tokens_per_step", tr.tokens_per_step, f"must hold one sequence of {where} ({longest + st.n_queries} tokens)")
         if not st.n_queries <= st.n_pairs <= min(st.n_keys, (st.context_len - 2) // 2):

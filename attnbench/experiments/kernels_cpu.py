@@ -113,7 +113,10 @@ def flex(ctx, cell, x, sh, sdpa_ms, timed, common, load_before) -> None:
     start = time.perf_counter()
     try:
         with torch.no_grad():
-            fn, _ = O.baseline("flex", "sliding_window", x, sh)  # compiles (first call)
+            got = O.baseline("flex", "sliding_window", x, sh)  # compiles (first call)
+        if got is None:
+            raise RuntimeError("flex has no sliding_window kernel")
+        fn = got[0]
     except Exception as ex:  # noqa: BLE001 - torch.compile can fail in many ways
         cell.record("sliding_window", "latency/prefill_ms", None, "ms", "skipped", op="sliding_window",
                     backend="flex", note=f"{type(ex).__name__}: {ex}"[:300], **common)

@@ -33,8 +33,9 @@ import torch
 import attnbench.kernels as K
 from attnbench.bench import ops as O
 from attnbench.kernels import tolerance
-from attnbench.bench.timing import time_fn
+from attnbench.bench.timing import Timing, time_fn
 from attnbench.config import parse_duration
+from attnbench.runner import RunContext
 
 GRAD_NAMES = ("q", "k", "v")
 SELECT_MAX_GAP = 1e-3  # relative score gap allowed between differing msa selections (ties)
@@ -53,14 +54,14 @@ def use_interpreter(device: torch.device) -> None:
 
 
 class Run:
-    def __init__(self, ctx):
+    def __init__(self, ctx: RunContext):
         self.ctx, self.cfg, self.dev = ctx, ctx.cfg.kernels, ctx.device
         self.dry = self.dev.type != "cuda"
         self.shapes = self.cfg.dry_run if self.dry else self.cfg.shapes
         self.deadline = time.perf_counter() + parse_duration(ctx.cfg.exp.budget)
         self.min_run_time = 0.01 if self.dry else self.cfg.min_run_time
         self.passed: dict[str, bool] = {}
-        self.skipped_baselines: set[tuple[str, str]] = set()
+        self.skipped_baselines: set[tuple[str, str, str]] = set()  # (op, baseline, metric)
 
     def shape(self, T: int) -> O.Shape:
         s = self.shapes
@@ -179,7 +180,7 @@ class Run:
             fns[name] = got
         return fns
 
-    def time_one(self, fn: Callable) -> object:
+    def time_one(self, fn: Callable) -> Timing:
         # a dry run (interpreter on CPU) only shows the flow works: one call, not a timing
         return time_fn(fn, self.dev, min_run_time=self.min_run_time, warmup=0 if self.dry else 1, repeats=1 if self.dry else 3)
 
@@ -212,9 +213,9 @@ class Run:
                 fns["triton:attn"] = ((lambda: K.msa_attn(x["q"], x["k"], x["v"], idx, sh.block_size,
                                                           backend="triton")), leaves)
             fns.update(self.baselines(op, x, sx, sh, metric, common))
-            fns = {name: (O.with_backward(fn, lv) if grads else fn) for name, (fn, lv) in fns.items()}
+            timed = {name: (O.with_backward(fn, lv) if grads else fn) for name, (fn, lv) in fns.items()}
             ms = {}
-            for name, fn in fns.items():
+            for name, fn in timed.items():
                 try:
                     t = self.time_one(fn)
                 except Exception as ex:  # noqa: BLE001 - one backend failing leaves the others standing
@@ -248,7 +249,7 @@ def summary(ctx, dry: bool) -> str:
     rows = read_jsonl(ctx.recorder.path)
     recs = [r for r in rows if r.get("type") == "record"]
     checks = [r for r in recs if r["metric"] == "kernels/check_err"]
-    header = next((r for r in reversed(rows) if r.get("type") == "header"), {})
+    header: dict = next((r for r in reversed(rows) if r.get("type") == "header"), {})
     hw, git = header.get("hardware", {}), header.get("git", {})
     v = versions()
     fla = _version("fla-core") or _version("flash-linear-attention")

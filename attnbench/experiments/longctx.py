@@ -21,11 +21,11 @@ from attnbench.bench import planner
 from attnbench.bench.calibrate import hardware_for_run
 from attnbench.bench.timing import efficiency, noisy
 from attnbench.config import parse_duration
-from attnbench.evaluate import PeakRSS, batch_accuracy, run_sample, wilson
+from attnbench.evaluate import PeakRSS, ProbeResult, batch_accuracy, run_sample, wilson
 from attnbench.experiments.train import record_training, training_facts
 from attnbench.kernels import for_layout
 from attnbench.kernels import label as backend_label
-from attnbench.plan import calibrate, memory_allowed
+from attnbench.plan import measure_prefill, memory_allowed
 from attnbench.results import read_jsonl
 from attnbench.tasks.data import cached_samples
 from attnbench.tasks.generate import Sample, niah
@@ -73,10 +73,10 @@ def prepare_models(ctx, grid: Grid | None = None) -> dict:
         def single(i, d):
             return niah(_rng(cfg.seed, 7, i), vocab, at, "single", [float(d)], kind=cfg.task.haystack,
                                            value_noise=cfg.task.value_noise)[0]
-        checks = [("niah_single", {}, None)] + ([(grid.task, g, grid.make) for g in grid.groups] if grid else [])
+        checks: list[tuple[str, dict, Callable | None]] = [("niah_single", {}, None)] + ([(grid.task, g, grid.make) for g in grid.groups] if grid else [])
         for c_i, (task, group, make) in enumerate(checks):
             common = dict(task=task, context_len=at, train_len=train_len, dtype="float32", **group,
-                          **(grid.fields if make is not None else {}))
+                          **(grid.fields if grid is not None and make is not None else {}))
             try:
                 if make is None:  # one needle per sample, at depths spread over the haystack
                     samples = [single(i, d) for i, d in enumerate(np.linspace(0, 1, cfg.eval.train_len_samples))]
@@ -107,7 +107,7 @@ def run_grid(ctx, grid: Grid) -> None:
     lengths = sorted(cfg.eval.context_lens)
 
     ctx.console.print("calibrating prefill cost per design ...")
-    cal = {name: calibrate(t.model, dev, cfg.eval.chunk, cfg.model.vocab_size) for name, t in models.items()}
+    cal = {name: measure_prefill(t.model, dev, cfg.eval.chunk, cfg.model.vocab_size) for name, t in models.items()}
     hw = hardware_for_run(ctx) if dev.type == "cpu" else None  # the peak each prefill's GFLOP/s is held to
 
     def haystacks(L):
@@ -146,8 +146,8 @@ def run_grid(ctx, grid: Grid) -> None:
 
         for coords, i, est, phase in planned:
             cell = ctx.cell(**coords, sample=i, part="eval")
-            extra = "".join(f" {k}={v}" for k, v in coords.items() if k not in ("design", "context_len"))
-            label = f"{coords['design']} n={coords['context_len']:,}{extra} #{i}"
+            others = "".join(f" {k}={v}" for k, v in coords.items() if k not in ("design", "context_len"))
+            label = f"{coords['design']} n={coords['context_len']:,}{others} #{i}"
             if cell.done:
                 finished(f"{label}: recorded earlier")
                 continue
@@ -170,10 +170,11 @@ def run_grid(ctx, grid: Grid) -> None:
             model = models[coords["design"]].model
             load_before = os.getloadavg()[0]
             with PeakRSS() as rss:
-                results, costs = [], defaultdict(float)
+                results: list[ProbeResult] = []
+                costs: defaultdict[str, float] = defaultdict(float)
                 for sample in samples:
-                    r, c = run_sample(model, sample, dev, cfg.eval.chunk)
-                    results += r
+                    got, c = run_sample(model, sample, dev, cfg.eval.chunk)
+                    results += got
                     for k, v in c.items():
                         costs[k] += v if k != "cache_bytes" else 0
                     costs["cache_bytes"] = max(costs["cache_bytes"], c["cache_bytes"])

@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 
 from attnbench.kernels import for_layout, label
-from attnbench.model import Model
+from attnbench.model import Model, ModelCache
 
 TOLERANCE = 1e-5  # fp32 relative error allowed between the three paths
 
@@ -24,7 +24,7 @@ def relative_error(a: torch.Tensor, b: torch.Tensor) -> float:
     return float((a - b).abs().max() / b.abs().max().clamp(min=1e-30))
 
 
-def prefill_logits(model: Model, idx: torch.Tensor, chunk: int) -> tuple[torch.Tensor, object]:
+def prefill_logits(model: Model, idx: torch.Tensor, chunk: int) -> tuple[torch.Tensor, ModelCache]:
     cache = model.new_cache()
     logits = [model(idx[:, i : i + chunk], cache).logits for i in range(0, idx.shape[1], chunk)]
     return torch.cat(logits, dim=1), cache

@@ -45,7 +45,8 @@ def training_facts(record: dict) -> dict:
         train_len = int(record["train_len"])
     else:
         train_len = passed_len(train.get("stages") or [], record.get("final_stage", 1), record.get("status", ""))
-    stop = record.get("stop_reason") or STOP_REASONS.get(record.get("status"), record.get("status", "unknown")).format(
+    status = str(record.get("status", "unknown"))
+    stop = record.get("stop_reason") or STOP_REASONS.get(status, status).format(
         patience=train.get("patience"), budget=train.get("budget"), failure=record.get("failure"))
     return {"rule": rule, "train_len": train_len, "stop_reason": stop, "steps": record.get("steps"),
             "tokens": record.get("tokens"), "status": record.get("status"),
@@ -100,8 +101,18 @@ def record_training(ctx, cell, name: str, trained) -> None:
 
 
 def run(ctx) -> None:
+    from attnbench.experiments import NEEDS_CUDA
     from attnbench.train import get_model  # torch; the report imports this module for training_facts
 
+    if ctx.cfg.exp.name in NEEDS_CUDA and ctx.device.type != "cuda":
+        for name in ctx.design_names:
+            cell = ctx.cell(design=name, part="train")
+            if cell.done:
+                continue
+            cell.record(name, "train/steps_to_floor", None, "steps", "skipped", note="needs a CUDA device; torch sees none here")
+            cell.commit()
+        ctx.console.print(f"  {ctx.cfg.exp.name} needs a CUDA device; every design recorded skipped")
+        return
     for name in ctx.design_names:
         cell = ctx.cell(design=name, part="train")
         if cell.done:

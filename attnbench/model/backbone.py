@@ -11,6 +11,9 @@ Everything but the attention is identical across designs.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, cast
+
+import copy
 from dataclasses import dataclass
 
 import torch
@@ -20,7 +23,17 @@ from attnbench.designs import DESIGNS, LAYOUT_LETTERS, describe_letters
 
 from .moe import MoE
 
+if TYPE_CHECKING:  # the schemas and layer types; at run time a layer gets the composed DictConfig node
+    from attnbench.config import DesignConfig, ModelConfig
+
+    from .lightning import LightningAttention
+    from .msa import MSAAttention
+    from .softmax import SoftmaxAttention
+
+    Attention = SoftmaxAttention | LightningAttention | MSAAttention  # a layer's attention (SlidingWindow is a Softmax)
+
 ATTENTION = {c: DESIGNS[c].layer_class() for c in LAYOUT_LETTERS}  # letter -> layer class (attnbench.designs)
+
 
 
 def resolve_layout(layout: str, n_layers: int) -> str:
@@ -43,11 +56,14 @@ def layout_for(cfg, design) -> str:
 
 
 class Block(nn.Module):
-    def __init__(self, cfg, design, layer: int, letter: str):
+    attn: Attention
+    moe: MoE
+
+    def __init__(self, cfg: ModelConfig, design: DesignConfig, layer: int, letter: str):
         super().__init__()
         self.letter = letter
         self.attn_norm = nn.RMSNorm(cfg.d_model, eps=1e-6)
-        self.attn = ATTENTION[letter](cfg, design, layer)
+        self.attn = cast("Attention", ATTENTION[letter](cfg, design, layer))  # ATTENTION's values: to mypy, Modules
         self.moe_norm = nn.RMSNorm(cfg.d_model, eps=1e-6)
         self.moe = MoE(cfg, layer)
 
@@ -97,11 +113,11 @@ class ModelCache:
 
 
 class Model(nn.Module):
-    def __init__(self, cfg, design):
+    def __init__(self, cfg: ModelConfig, design: DesignConfig):
         super().__init__()
         n_layers = n_layers_for(cfg, design)
         if n_layers != cfg.n_layers:  # the layers read cfg.n_layers (lightning's decay scaling)
-            cfg = cfg.copy()
+            cfg = copy.copy(cfg)  # a DictConfig node or a ModelConfig
             cfg.n_layers = n_layers
         self.cfg, self.design_name = cfg, design.name
         self.layout = resolve_layout(design.layout, n_layers)
@@ -113,12 +129,17 @@ class Model(nn.Module):
         if cfg.tie_embeddings:
             self.head.weight = self.embed.weight
 
+    @property
+    def block_list(self) -> list[Block]:
+        """The blocks, typed (to a type checker an nn.ModuleList holds plain Modules)."""
+        return cast(list[Block], list(self.blocks))
+
     def _init(self, module):
         if isinstance(module, (nn.Linear, nn.Embedding)):
             nn.init.normal_(module.weight, std=self.cfg.init_std)
 
     def new_cache(self) -> ModelCache:
-        return ModelCache([block.attn.new_cache() for block in self.blocks])
+        return ModelCache([block.attn.new_cache() for block in self.block_list])
 
     def forward(self, idx: torch.Tensor, cache: ModelCache | None = None, logits_at=None) -> Output:
         """idx (B, T) token ids. With a cache, the T tokens continue the cached context.
@@ -145,7 +166,7 @@ class Model(nn.Module):
         x = self.embed(idx)
         for block, layer_cache in zip(self.blocks[:-1], cache.layers[:-1]):
             x, _, _ = block(x, layer_cache)
-        last = self.blocks[-1]
+        last = self.block_list[-1]
         last.attn.fill_cache(last.attn_norm(x), cache.layers[-1])
 
     def param_counts(self) -> dict[str, int]:
@@ -153,8 +174,8 @@ class Model(nn.Module):
         def count(module):
             return sum(p.numel() for p in module.parameters())
 
-        attention = sum(count(b.attn) for b in self.blocks)
-        experts = sum(b.moe.w_up_EFC.numel() + b.moe.w_down_ECF.numel() for b in self.blocks)
+        attention = sum(count(b.attn) for b in self.block_list)
+        experts = sum(b.moe.w_up_EFC.numel() + b.moe.w_down_ECF.numel() for b in self.block_list)
         total = count(self)
         active = total - experts + experts * self.cfg.top_k_experts // self.cfg.n_experts
         return {"total": total, "attention": attention, "experts": experts, "active": active,

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import math
 
 import torch
 from torch import nn
+
+if TYPE_CHECKING:  # the schemas; at run time a layer gets the composed DictConfig node
+    from attnbench.config import DesignConfig, ModelConfig
 
 
 class Rotary(nn.Module):
@@ -14,6 +19,8 @@ class Rotary(nn.Module):
     Angles are computed in float64: at 4M positions an fp32 angle would be off by ~0.25 rad.
     The last (cos, sin) table is kept: training and decode ask for the same positions again.
     """
+
+    inv_freq: torch.Tensor  # (rot / 2,) a buffer
 
     def __init__(self, head_dim: int, frac: float, base: float):
         super().__init__()
@@ -74,7 +81,7 @@ class LogNScale(nn.Module):
 class Position(nn.Module):
     """What a softmax-type layer does with positions: RoPE on q and k, and (logn) a logit scale on q."""
 
-    def __init__(self, cfg, design, head_dim: int, n_heads: int, cap: int = 0):
+    def __init__(self, cfg: ModelConfig, design: DesignConfig, head_dim: int, n_heads: int, cap: int = 0):
         super().__init__()
         self.rope = Rotary(head_dim, rotary_frac(cfg, design), cfg.rope_base)
         self.logn = LogNScale(n_heads, cap) if design.position in ("logn", "nope_logn") else None
@@ -113,11 +120,13 @@ class Buffer:
             self._grow(x, max(n, self.hint))
         elif self.length + n > self.data.shape[self.dim]:
             self._grow(x, max(self.length + n, 2 * self.data.shape[self.dim]))
+        assert self.data is not None  # _grow allocated it
         self.data.narrow(self.dim, self.length, n).copy_(x)
         self.length += n
         return self.view()
 
     def view(self) -> torch.Tensor:
+        assert self.data is not None, "view() of an empty buffer"
         return self.data.narrow(self.dim, 0, self.length)
 
     def truncate(self, length: int) -> None:

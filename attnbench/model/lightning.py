@@ -15,11 +15,16 @@ sharp local path (e.g. "the previous token"). Its cache adds the last K - 1 proj
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from attnbench.kernels import lightning_attn
+
+if TYPE_CHECKING:  # the schemas; at run time a layer gets the composed DictConfig node
+    from attnbench.config import DesignConfig, ModelConfig
 
 
 def decay_rates(n_heads: int, layer: int, n_layers: int) -> torch.Tensor:
@@ -33,7 +38,7 @@ class LinearState:
     """The lightning cache: S (B, H, D, D) in fp32, the count of tokens it has absorbed, and
     (qkv_conv variant only) the convolution's last K - 1 inputs (B, K - 1, 3 H D)."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.state: torch.Tensor | None = None
         self.conv_tail: torch.Tensor | None = None
         self.length = 0
@@ -52,7 +57,7 @@ class LinearState:
 
 
 class LightningAttention(nn.Module):
-    def __init__(self, cfg, design, layer: int):
+    def __init__(self, cfg: ModelConfig, design: DesignConfig, layer: int):
         super().__init__()
         # Heads may differ from the softmax layers' (design.lightning_heads), at the same total
         # width: the decay spectrum 2^(-8(h+1)/H) depends on H.

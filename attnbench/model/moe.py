@@ -7,11 +7,14 @@ N tokens, C d_model, F expert hidden, E experts, K experts per token.
 from __future__ import annotations
 
 from contextvars import ContextVar
-from typing import Callable
+from typing import Callable, TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+if TYPE_CHECKING:  # the schemas; at run time a layer gets the composed DictConfig node
+    from attnbench.config import ModelConfig
 
 
 class GlobalRouting:
@@ -53,7 +56,7 @@ GLOBAL_ROUTING: ContextVar[GlobalRouting | None] = ContextVar("attnbench_global_
 
 
 class MoE(nn.Module):
-    def __init__(self, cfg, layer: int = 0):
+    def __init__(self, cfg: ModelConfig, layer: int = 0):
         super().__init__()
         self.layer = layer
         self.E, self.K = cfg.n_experts, cfg.top_k_experts

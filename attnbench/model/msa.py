@@ -14,6 +14,8 @@ reference. The cache holds K, V and the index keys of every past token.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import math
 
 import torch
@@ -24,6 +26,9 @@ from attnbench.kernels.msa import reference as msa_reference
 from attnbench.kernels.msa.reference import selection_mask
 
 from .common import Buffer, KVCache, Position, Rotary, rotary_frac
+
+if TYPE_CHECKING:  # the schemas; at run time a layer gets the composed DictConfig node
+    from attnbench.config import DesignConfig, ModelConfig
 
 INDEX_LOSS_MAX_TOKENS = 4096  # the auxiliary loss is dense (T x T): training lengths only
 
@@ -78,7 +83,7 @@ def index_kl_dense(q, k, iq, ik, block_idx, block_size: int, scale: float) -> to
 
 
 class MSAAttention(nn.Module):
-    def __init__(self, cfg, design, layer: int):
+    def __init__(self, cfg: ModelConfig, design: DesignConfig, layer: int):
         super().__init__()
         self.H, self.G, self.D = cfg.n_heads, cfg.n_kv_heads, cfg.head_dim
         self.Di = design.index_dim

@@ -5,11 +5,16 @@ Decode keeps a ring buffer of `window` keys and values, so the cache stops growi
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 
 from attnbench.kernels import sliding_window_attn
 
 from .softmax import SoftmaxAttention
+
+if TYPE_CHECKING:  # the schemas; at run time a layer gets the composed DictConfig node
+    from attnbench.config import DesignConfig, ModelConfig
 
 
 class RingCache:
@@ -23,6 +28,7 @@ class RingCache:
 
     def recent(self) -> tuple[torch.Tensor, torch.Tensor]:
         """The held keys and values in position order: (B, Hkv, min(length, window), D)."""
+        assert self.k is not None and self.v is not None, "recent() before the first write"
         n = min(self.length, self.window)
         order = (torch.arange(self.length - n, self.length, device=self.k.device)) % self.window
         return self.k[:, :, order], self.v[:, :, order]
@@ -33,6 +39,7 @@ class RingCache:
             B, Hkv, _, D = k.shape
             self.k = k.new_zeros(B, Hkv, self.window, D)
             self.v = v.new_zeros(B, Hkv, self.window, D)
+        assert self.v is not None
         T = k.shape[2]
         keep = min(T, self.window)
         slots = torch.arange(self.length + T - keep, self.length + T, device=k.device) % self.window
@@ -45,16 +52,19 @@ class RingCache:
 
     def snapshot(self):
         """The ring is overwritten in place, so a snapshot copies it (window tokens, small)."""
-        return (None if self.k is None else (self.k.clone(), self.v.clone())), self.length
+        if self.k is None or self.v is None:
+            return None, self.length
+        return (self.k.clone(), self.v.clone()), self.length
 
     def restore(self, snap) -> None:
         kv, self.length = snap
         if kv is not None:
+            assert self.k is not None and self.v is not None  # a snapshot with tensors was taken after a write
             self.k.copy_(kv[0])
             self.v.copy_(kv[1])
 
     def nbytes(self) -> int:
-        if self.k is None:
+        if self.k is None or self.v is None:
             return 0
         held = min(self.length, self.window)
         per_token = (self.k[:, :, 0].numel() + self.v[:, :, 0].numel()) * self.k.element_size()
@@ -64,17 +74,19 @@ class RingCache:
 class SlidingWindowAttention(SoftmaxAttention):
     """Same projections as softmax; only the attention span differs."""
 
-    def __init__(self, cfg, design, layer: int):
+    def __init__(self, cfg: ModelConfig, design: DesignConfig, layer: int):
         super().__init__(cfg, design, layer)
         self.window = design.window
 
-    def keys_seen(self, design) -> int:
+    def keys_seen(self, design: DesignConfig) -> int:
         return design.window
 
-    def new_cache(self) -> RingCache:
+    # The ring replaces softmax's growing KVCache; each layer is only ever given the cache its own
+    # new_cache() made (Model.new_cache), so the narrower argument types below are safe.
+    def new_cache(self) -> RingCache:  # type: ignore[override]
         return RingCache(self.window)
 
-    def fill_cache(self, x: torch.Tensor, cache: RingCache) -> None:
+    def fill_cache(self, x: torch.Tensor, cache: RingCache) -> None:  # type: ignore[override]
         """Only the last `window` tokens can ever be read again: project just those."""
         T = x.shape[1]
         keep = min(T, self.window)
@@ -82,7 +94,7 @@ class SlidingWindowAttention(SoftmaxAttention):
         cache.length += T - keep
         cache.write(k, v)
 
-    def forward(self, x: torch.Tensor, cache: RingCache | None = None):
+    def forward(self, x: torch.Tensor, cache: RingCache | None = None):  # type: ignore[override]
         """x (B, T, C) -> (y (B, T, C), aux loss 0)."""
         B, T, _ = x.shape
         q, k, v = self.project(x, cache.length if cache is not None else 0)

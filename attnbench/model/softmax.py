@@ -5,6 +5,8 @@ Positions follow ``attention.<design>.position`` (common.Position): partial RoPE
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 from torch import nn
 
@@ -12,9 +14,12 @@ from attnbench.kernels import softmax_attn
 
 from .common import KVCache, Position
 
+if TYPE_CHECKING:  # the schemas; at run time a layer gets the composed DictConfig node
+    from attnbench.config import DesignConfig, ModelConfig
+
 
 class SoftmaxAttention(nn.Module):
-    def __init__(self, cfg, design, layer: int):
+    def __init__(self, cfg: ModelConfig, design: DesignConfig, layer: int):
         super().__init__()
         self.H, self.Hkv, self.D = cfg.n_heads, cfg.n_kv_heads, cfg.head_dim
         self.q = nn.Linear(cfg.d_model, self.H * self.D, bias=False)
@@ -22,7 +27,7 @@ class SoftmaxAttention(nn.Module):
         self.o = nn.Linear(self.H * self.D, cfg.d_model, bias=False)
         self.pos = Position(cfg, design, self.D, self.H, cap=self.keys_seen(design))
 
-    def keys_seen(self, design) -> int:
+    def keys_seen(self, design: DesignConfig) -> int:
         """The most keys one query can attend to (0: unbounded); caps the log-n scale."""
         return 0
 

@@ -63,7 +63,7 @@ def figures_section(data: RunData, out_dir: Path) -> tuple[list[dict], dict[str,
     fig_dir = out_dir / FIGURE_DIR
     items, files = [], {}
     for spec in FIGURES:
-        item = {"id": spec.id, "title": spec.title, "caption": spec.caption, "src": None,
+        item: dict[str, object] = {"id": spec.id, "title": spec.title, "caption": spec.caption, "src": None,
                 "missing": f"No records for this yet (metrics: {', '.join(spec.metrics)})."}
         try:
             png = render(spec, data.records)
@@ -128,7 +128,7 @@ def run_states(data: RunData) -> list[dict]:
     last_start = {}
     for h in data.headers:
         last_start[h["run_dir"]] = h.get("started", "")
-    states = Counter()
+    states: Counter[str] = Counter()
     for run_dir, started in last_start.items():
         f = ended.get(run_dir)
         if f is None or str(f.get("ended", "")) < str(started):
@@ -145,8 +145,8 @@ def caveats(data: RunData) -> list[str]:
     out = []
     models = {json.dumps((h.get("config") or {}).get("model"), sort_keys=True) for h in data.headers if h.get("config")}
     total = df.loc[(df["metric"] == "params/total") & ~is_preset(df), "v"]
-    for m in sorted(models):
-        m = json.loads(m) or {}
+    for text in sorted(models):
+        m = json.loads(text) or {}
         size = f", {int(total.max()):,} parameters at most" if not total.empty else ""
         out.append(f"Model scale: d_model {m.get('d_model')}, {m.get('n_layers')} layers, {m.get('n_heads')} heads of "
                    f"{m.get('head_dim')}, {m.get('n_experts')} experts top-{m.get('top_k_experts')}{size}; the production "
@@ -243,7 +243,7 @@ def facts(data: RunData) -> list[tuple[str, str]]:
             ("records", ", ".join(f"{counts.get(s, 0)} {s}" for s in ("measured", "projected", "analytic", "skipped", "failed")))]
 
 
-def build_report(paths: Iterable[Path | str], out_dir: Path | str | None = None, *, pdf: bool = True,
+def build_report(names: Iterable[Path | str], out_dir: Path | str | None = None, *, pdf: bool = True,
                  pdf_timeout_s: float = 60.0, command: str | None = None, title: str | None = None,
                  intro: str | None = None) -> ReportResult:
     """Write report.html (and report.pdf) for the records under ``paths`` into ``out_dir``.
@@ -251,11 +251,11 @@ def build_report(paths: Iterable[Path | str], out_dir: Path | str | None = None,
     ``out_dir`` defaults to the one run directory given, or the directory the given ones share.
     """
     t0 = time.perf_counter()
-    paths = [Path(p) for p in paths]
+    paths = [Path(p) for p in names]
     data = load(paths)
     if out_dir is None:  # beside the results: a directory given, or the directory of a file given
         dirs = [p if p.is_dir() else p.parent for p in paths]
-        out_dir = dirs[0] if len(dirs) == 1 else Path(os.path.commonpath([d.resolve() for d in dirs]))
+        out_dir = dirs[0] if len(dirs) == 1 else Path(os.path.commonpath([str(d.resolve()) for d in dirs]))
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     seconds = {"load": time.perf_counter() - t0}

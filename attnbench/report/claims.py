@@ -19,31 +19,20 @@ are verbatim from the project's seed write-ups (a test checks that where they ar
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable
 
 import pandas as pd
 
 from .data import LEN_1M, NOT_MEASURED, fmt_bytes, fmt_len, is_preset, metric, pooled
-from .quality import LEARNED_LOWER_BOUND, Acc, experiment_task, learned, pooled_acc
+from .quality import LEARNED_LOWER_BOUND, experiment_task, learned
+from .verdicts import (INCONCLUSIVE, NOT_SUPPORTED, PARTLY, SUPPORTED, Verdict, acc_at, compare,
+                       deficit, levels_note, needs_learned, reference_lengths)
+from .verdicts import NOT_MEASURED_YET as NOT_MEASURED_YET  # re-exported: tests read the verdict names here
+from .verdicts import VERDICTS as VERDICTS
 
 SEED_000 = "seed 000, \u201cMiniMax: Lightning Attention, Agents, and What They Tried\u201d"
 SEED_001 = "seed 001, MiniMax-01 release article"
-
-SUPPORTED, NOT_SUPPORTED, PARTLY, INCONCLUSIVE, NOT_MEASURED_YET = (
-    "supported", "not supported", "partly supported", "inconclusive", "not yet measured")
-VERDICTS = (SUPPORTED, PARTLY, NOT_SUPPORTED, INCONCLUSIVE, NOT_MEASURED_YET)
-
-
-@dataclass
-class Verdict:
-    verdict: str = NOT_MEASURED_YET
-    evidence: list[str] = field(default_factory=list)
-    projected_only: bool = False  # every number behind the verdict comes from a formula or the cost model
-
-    @property
-    def kind(self) -> str:  # css class
-        return self.verdict.replace(" ", "-").replace("yet-", "")
 
 
 @dataclass
@@ -79,70 +68,6 @@ def _fmt(key: str, v) -> str:
 # ---------------------------------------------------------------- shared pieces
 
 
-def acc_at(df: pd.DataFrame, name: str, design: str, length=None, **group) -> Acc | None:
-    """Pooled accuracy (depths, runs, seeds) of ``design`` at ``length`` (and group fields)."""
-    d = pooled(metric(df, name))
-    d = d[d["design"] == design]
-    if length is not None:
-        d = d[d["context_len"] == length]
-    for k, v in group.items():
-        d = d[d[k] == v]
-    return pooled_acc(d)
-
-
-def needs_learned(v: Verdict, df: pd.DataFrame, names: list[str], task: str | None, t: dict, train, hops=None) -> bool:
-    """Add each model's learned check to the evidence; False (and the verdict inconclusive,
-    naming who) if any did not learn the task at its training length."""
-    ok = True
-    for name in names:
-        got = learned(df, name, task, hops=hops, train=train, threshold=t.get("learned_lb", LEARNED_LOWER_BOUND))
-        v.evidence.append(("learned: " if got.flag else "did not learn: " if got.flag is False else "no check: ") + got.why)
-        ok &= bool(got.flag)
-    if not ok:
-        v.verdict = INCONCLUSIVE
-        bad = [n for n in names if not learned(df, n, task, hops=hops, train=train,
-                                               threshold=t.get("learned_lb", LEARNED_LOWER_BOUND)).flag]
-        v.evidence.append(f"inconclusive: {', '.join(bad)} did not learn the task at its training length "
-                          f"(95% lower bound < {t.get('learned_lb', LEARNED_LOWER_BOUND)}), so its accuracy elsewhere "
-                          f"says nothing about the claim")
-    return ok
-
-
-def deficit(a: Acc, b: Acc) -> tuple[float, float]:
-    """Bounds on b - a from the two 95% intervals: (b.lo - a.hi, b.hi - a.lo)."""
-    return b.lo - a.hi, b.hi - a.lo
-
-
-def compare(a: Acc, b: Acc, gap: float) -> str:
-    """Is ``a`` below ``b`` by at least ``gap``? below | not below | undecided (intervals)."""
-    lo, hi = deficit(a, b)
-    if lo >= gap:
-        return "below"
-    if hi < gap:
-        return "not below"
-    return "undecided"
-
-
-def reference_lengths(df: pd.DataFrame, name: str, a: str, b: str, min_ref: float, **group) -> list:
-    """Lengths where both were measured and ``b`` (the reference) does the task: its lower bound >= min_ref."""
-    d = pooled(metric(df, name))
-    d = d[d["status"] == "measured"]
-    for k, val in group.items():
-        d = d[d[k] == val]
-    la, lb = set(d[d["design"] == a]["context_len"].dropna()), set(d[d["design"] == b]["context_len"].dropna())
-    out = []
-    for L in sorted(la & lb):
-        ref = acc_at(df, name, b, L, **group)
-        if ref is not None and ref.lo >= min_ref:
-            out.append(L)
-    return out
-
-
-def _levels_note(df: pd.DataFrame, name: str) -> str:
-    d = metric(df, name)
-    if d["chance"].notna().any():
-        return f"chance {d['chance'].mean():.3g}, values-in-context floor {d['floor'].mean():.3g}"
-    return ""
 
 
 # ---------------------------------------------------------------- C1
@@ -205,9 +130,10 @@ def judge_c2(df: pd.DataFrame, t: dict, train=None) -> Verdict:
     train_len = got.train_len if pd.notna(got.train_len) else d["train_len"].max()
     longest = d["context_len"].max()
     acc = acc_at(df, "niah/acc", name, longest)
+    assert acc is not None, f"{name}: measured records at {longest} without accuracies"
     factor = longest / train_len
     v.evidence.append(f"{name} at {fmt_len(longest)} tokens ({factor:g}x its training length {fmt_len(train_len)}): "
-                      f"{acc.fraction} = {acc.text()}; {_levels_note(df, 'niah/acc')}")
+                      f"{acc.fraction} = {acc.text()}; {levels_note(df, 'niah/acc')}")
     if factor < t["factor"]:
         v.verdict = INCONCLUSIVE
         v.evidence.append(f"inconclusive: tested at {factor:g}x the training length, the claim is about {t['factor']}x")
@@ -255,6 +181,7 @@ def judge_c3(df: pd.DataFrame, t: dict, train=None) -> Verdict:
         return v
     k, L = cell
     s = acc_at(df, "multihop/acc", "softmax", L, hops=k, scoring="final value")
+    assert s is not None  # L is a reference length: softmax was measured there
     results = {}
     for name in (hyb_name, "swa_hybrid"):
         a = acc_at(df, "multihop/acc", name, L, hops=k, scoring="final value")
@@ -396,6 +323,7 @@ def judge_c5(df: pd.DataFrame, t: dict, train=None) -> Verdict:
             else:
                 L = max(lens)
                 m, s = acc_at(df, "niah/acc", "msa", L), acc_at(df, "niah/acc", "softmax", L)
+                assert m is not None and s is not None  # a reference length: both were measured there
                 res = compare(m, s, t["gap"])
                 parts["lookup"] = {"not below": SUPPORTED, "below": NOT_SUPPORTED}.get(res, INCONCLUSIVE)
                 sub.evidence.append(f"lookup at {fmt_len(L)}: msa {m.text()} vs softmax {s.text()} -> msa {res} softmax "
@@ -443,10 +371,11 @@ def judge_c6(df: pd.DataFrame, t: dict, train=None) -> Verdict:
         return v
     L = max(lens)
     a, s = acc_at(df, "niah/acc", "lightning", L), acc_at(df, "niah/acc", "softmax", L)
+    assert a is not None and s is not None  # a reference length: both were measured there
     res = compare(a, s, t["gap"])
     lo, hi = deficit(a, s)
     v.evidence.append(f"at {fmt_len(L)}: lightning {a.text()} vs softmax {s.text()}: deficit in [{lo:.2f}, {hi:.2f}]; "
-                      f"{_levels_note(df, 'niah/acc')}")
+                      f"{levels_note(df, 'niah/acc')}")
     v.verdict = {"below": SUPPORTED, "not below": NOT_SUPPORTED}.get(res, INCONCLUSIVE)
     if res == "undecided":
         v.evidence.append(f"inconclusive: the intervals neither show nor exclude a deficit of {t['gap']}")

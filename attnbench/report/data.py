@@ -67,8 +67,8 @@ def find_results(paths: Iterable[Path | str]) -> list[Path]:
     return found
 
 
-def load(paths: Iterable[Path | str]) -> RunData:
-    paths = [Path(p) for p in paths]
+def load(names: Iterable[Path | str]) -> RunData:
+    paths = [Path(p) for p in names]
     files, given = find_results(paths), {p for p in paths if p.is_file()}  # an empty file named is an error
     rows, headers, footers, problems = [], [], [], []
     for f in files:

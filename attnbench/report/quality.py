@@ -130,7 +130,7 @@ def add_levels(df: pd.DataFrame, headers: list[dict]) -> pd.DataFrame:
         row = dict(zip(cols, key if isinstance(key, tuple) else (key,)))
         row = {k: (None if isinstance(v, float) and pd.isna(v) and k != "hops" else v) for k, v in row.items()}
         try:
-            lv = record_levels(row, configs.get(row.get("run_dir"), {}))
+            lv = record_levels(row, configs.get(str(row.get("run_dir")), {}))
         except ValueError:  # a config the generator refuses: no levels rather than no report
             lv = None
         if lv is not None:
@@ -221,12 +221,14 @@ def learned(df: pd.DataFrame, design: str, task: str | None = None, hops=None, t
     if use.empty:
         return Learned(None, None, task or "", float("nan"), train_len, f"{design}: no check at the training length recorded")
     acc = pooled_acc(use)
+    if acc is None:  # records at the training length, none of them a measured accuracy
+        return Learned(None, None, task or "", float("nan"), train_len, f"{design}: no measured check at the training length")
     at = float(use["context_len"].max())
-    label = "single needle" if fallback else (task if task != "multihop" else f"{int(hops)}-hop chain" if hops else task)
+    label = "single needle" if fallback or not task else (task if task != "multihop" else f"{int(hops)}-hop chain" if hops else task)
     if pd.notna(train_len) and train_len <= 0:
         return Learned(False, acc, label, at, train_len, f"{design} passed no curriculum stage (true training length 0; "
-                                                         f"{label} at {at:.0f} tokens: {acc.fraction if acc else '?'})", fallback)
-    flag = acc is not None and pd.notna(acc.lo) and acc.lo >= threshold
+                                                         f"{label} at {at:.0f} tokens: {acc.fraction})", fallback)
+    flag = bool(pd.notna(acc.lo) and acc.lo >= threshold)
     where = f"at its training length {at:.0f}" if at == train_len or pd.isna(train_len) else \
         f"at {at:.0f} tokens (its true training length is {train_len:.0f})"
     count = f"{acc.fraction} = " if pd.notna(acc.n) else ""

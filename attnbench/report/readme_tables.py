@@ -50,6 +50,7 @@ def _run_facts(data: RunData) -> pd.DataFrame:
 
 def training_rows(data: RunData) -> pd.DataFrame:
     df, train = data.records, data.train
+    assert train is not None, "RunData without its training table (load() always adds it)"
     rows = []
     for _, t in train.iterrows():
         name = t["design"]

@@ -93,10 +93,12 @@ def lightning_attn(q, k, v, decay, *, initial_state=None, chunk: int = CHUNK,
         L = qs.shape[2]
         C = min(chunk, L)
         N, full = L // C, (L // C) * C
-        o, state = _chunks(*(x[:, :, :full].reshape(B, H, N, C, -1) for x in (qs, ks, vs)), s, state)
+        qc, kc, vc = (x[:, :, :full].reshape(B, H, N, C, -1) for x in (qs, ks, vs))
+        o, state = _chunks(qc, kc, vc, s, state)
         outs.append(o.reshape(B, H, full, Dv))
         if full < L:  # ragged tail: one shorter chunk
-            o, state = _chunks(*(x[:, :, full:].unsqueeze(2) for x in (qs, ks, vs)), s, state)
+            qc, kc, vc = (x[:, :, full:].unsqueeze(2) for x in (qs, ks, vs))
+            o, state = _chunks(qc, kc, vc, s, state)
             outs.append(o.squeeze(2))
     o = torch.cat(outs, dim=2) if len(outs) != 1 else outs[0]
     return o.to(dtype), state.float()

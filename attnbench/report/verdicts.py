@@ -1,0 +1,97 @@
+"""The evidence rules every claim's judge shares (report/claims.py): verdict names, pooled
+accuracies at a length, the learned-the-task gate, and comparisons of 95% intervals.
+
+A comparison reads interval bounds, never point estimates: "below" needs the whole deficit
+interval above the gap, "not below" needs it under the gap; anything else is undecided.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from .data import metric, pooled
+from .quality import LEARNED_LOWER_BOUND, Acc, learned, pooled_acc
+
+SUPPORTED, NOT_SUPPORTED, PARTLY, INCONCLUSIVE, NOT_MEASURED_YET = (
+    "supported", "not supported", "partly supported", "inconclusive", "not yet measured")
+VERDICTS = (SUPPORTED, PARTLY, NOT_SUPPORTED, INCONCLUSIVE, NOT_MEASURED_YET)
+
+
+@dataclass
+class Verdict:
+    verdict: str = NOT_MEASURED_YET
+    evidence: list[str] = field(default_factory=list)
+    projected_only: bool = False  # every number behind the verdict comes from a formula or the cost model
+
+    @property
+    def kind(self) -> str:  # css class
+        return self.verdict.replace(" ", "-").replace("yet-", "")
+
+
+def acc_at(df: pd.DataFrame, name: str, design: str, length=None, **group) -> Acc | None:
+    """Pooled accuracy (depths, runs, seeds) of ``design`` at ``length`` (and group fields)."""
+    d = pooled(metric(df, name))
+    d = d[d["design"] == design]
+    if length is not None:
+        d = d[d["context_len"] == length]
+    for k, v in group.items():
+        d = d[d[k] == v]
+    return pooled_acc(d)
+
+
+def needs_learned(v: Verdict, df: pd.DataFrame, names: list[str], task: str | None, t: dict, train, hops=None) -> bool:
+    """Add each model's learned check to the evidence; False (and the verdict inconclusive,
+    naming who) if any did not learn the task at its training length."""
+    ok = True
+    for name in names:
+        got = learned(df, name, task, hops=hops, train=train, threshold=t.get("learned_lb", LEARNED_LOWER_BOUND))
+        v.evidence.append(("learned: " if got.flag else "did not learn: " if got.flag is False else "no check: ") + got.why)
+        ok &= bool(got.flag)
+    if not ok:
+        v.verdict = INCONCLUSIVE
+        bad = [n for n in names if not learned(df, n, task, hops=hops, train=train,
+                                               threshold=t.get("learned_lb", LEARNED_LOWER_BOUND)).flag]
+        v.evidence.append(f"inconclusive: {', '.join(bad)} did not learn the task at its training length "
+                          f"(95% lower bound < {t.get('learned_lb', LEARNED_LOWER_BOUND)}), so its accuracy elsewhere "
+                          f"says nothing about the claim")
+    return ok
+
+
+def deficit(a: Acc, b: Acc) -> tuple[float, float]:
+    """Bounds on b - a from the two 95% intervals: (b.lo - a.hi, b.hi - a.lo)."""
+    return b.lo - a.hi, b.hi - a.lo
+
+
+def compare(a: Acc, b: Acc, gap: float) -> str:
+    """Is ``a`` below ``b`` by at least ``gap``? below | not below | undecided (intervals)."""
+    lo, hi = deficit(a, b)
+    if lo >= gap:
+        return "below"
+    if hi < gap:
+        return "not below"
+    return "undecided"
+
+
+def reference_lengths(df: pd.DataFrame, name: str, a: str, b: str, min_ref: float, **group) -> list:
+    """Lengths where both were measured and ``b`` (the reference) does the task: its lower bound >= min_ref."""
+    d = pooled(metric(df, name))
+    d = d[d["status"] == "measured"]
+    for k, val in group.items():
+        d = d[d[k] == val]
+    la, lb = set(d[d["design"] == a]["context_len"].dropna()), set(d[d["design"] == b]["context_len"].dropna())
+    out = []
+    for L in sorted(la & lb):
+        ref = acc_at(df, name, b, L, **group)
+        if ref is not None and ref.lo >= min_ref:
+            out.append(L)
+    return out
+
+
+def levels_note(df: pd.DataFrame, name: str) -> str:
+    """The task's chance level and values-in-context floor, as evidence text ('' if not recorded)."""
+    d = metric(df, name)
+    if d["chance"].notna().any():
+        return f"chance {d['chance'].mean():.3g}, values-in-context floor {d['floor'].mean():.3g}"
+    return ""
