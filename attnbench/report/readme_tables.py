@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from .data import DESIGN_ORDER, RunData, designs, fmt_bytes, fmt_len, metric, pooled
+from .data import RunData, designs, fmt_bytes, fmt_len, metric, pooled
 from .quality import learned, pooled_acc
 from .readme import table
 
@@ -35,7 +35,7 @@ def _skip(d: pd.DataFrame) -> str:
     return str(r["status"])
 
 
-def _run_facts(data: RunData) -> pd.DataFrame:
+def run_facts(data: RunData) -> pd.DataFrame:
     rows = []
     for f in data.footers:
         h = next((h for h in data.headers if h["run_dir"] == f["run_dir"]), {})
@@ -133,7 +133,7 @@ def needle_cost(data: RunData) -> pd.DataFrame:
 
 @table("needle_4m/run")
 def needle_run(data: RunData) -> pd.DataFrame:
-    return _run_facts(data)
+    return run_facts(data)
 
 
 # ---------------------------------------------------------------- multihop
@@ -161,7 +161,7 @@ def multihop_accuracy(data: RunData) -> pd.DataFrame:
 
 @table("multihop/run")
 def multihop_run(data: RunData) -> pd.DataFrame:
-    return _run_facts(data)
+    return run_facts(data)
 
 
 # ---------------------------------------------------------------- depth_anomaly
@@ -198,210 +198,7 @@ def anomaly_multikey(data: RunData) -> pd.DataFrame:
 
 @table("depth_anomaly/run")
 def anomaly_run(data: RunData) -> pd.DataFrame:
-    return _run_facts(data)
-
-
-# ---------------------------------------------------------------- smoke
-
-
-@table("smoke/designs")
-def smoke_designs(data: RunData) -> pd.DataFrame:
-    df = data.records
-    rows = []
-    for name in designs(df):
-        g = df[df["design"] == name]
-        def val(m):
-            return g[g["metric"] == m]["v"].iloc[-1] if (g["metric"] == m).any() else float("nan")
-        rows.append({"design": name, "layout": g["layout"].dropna().iloc[0], "params": f"{val('params/total'):,.0f}",
-                     "cache bytes (T=64, B=2)": f"{val('cache/bytes'):,.0f}",
-                     "prefill vs full": f"{val('smoke/prefill_vs_full_rel_err'):.1e}",
-                     "decode vs full": f"{val('smoke/decode_vs_full_rel_err'):.1e}",
-                     "train loss (nats)": f"{val('smoke/train_loss'):.2f}"})
-    return pd.DataFrame(rows)
-
-
-@table("smoke/run")
-def smoke_run(data: RunData) -> pd.DataFrame:
-    return _run_facts(data)
-
-
-# ---------------------------------------------------------------- kv_memory
-
-
-@table("kv_memory/presets")
-def kv_presets(data: RunData) -> pd.DataFrame:
-    df = data.records
-    p = df[df["preset"].notna() & (df["dtype"] == "bfloat16")]
-    rows = []
-    for preset, g in p.groupby("preset", sort=False):
-        per = g[g["metric"] == "memory/cache_bytes_per_token"]["v"]
-        fixed = g[g["metric"] == "memory/fixed_state_bytes"]["v"]
-        tot = g[g["metric"] == "memory/total_bytes"]
-        row = {"preset": preset, "bytes/token (BF16)": f"{per.iloc[0]:,.0f}" if len(per) else "—",
-               "fixed state": fmt_bytes(fixed.iloc[0]) if len(fixed) else "—"}
-        for _, r in tot.sort_values("context_len").iterrows():
-            row[f"at {fmt_len(r['context_len'])}"] = fmt_bytes(r["v"])
-        row["status"] = ", ".join(sorted(set(g["status"])))
-        rows.append(row)
-    return pd.DataFrame(rows)
-
-
-@table("kv_memory/check")
-def kv_check(data: RunData) -> pd.DataFrame:
-    d = metric(data.records, "memory/total_bytes")
-    d = d[(d["status"] == "measured") & d["preset"].isna()]
-    return pd.DataFrame([{"design": r["design"], "dtype": r["dtype"], "tokens": f"{r['context_len']:.0f}",
-                          "cache objects hold (B)": f"{r['v']:,.0f}", "formula (B)": f"{r['analytic']:,.0f}",
-                          "equal": "yes" if r["equal"] else "NO"} for _, r in d.iterrows()])
-
-
-# ---------------------------------------------------------------- kernels
-
-
-@table("kernels/cpu")
-def kernels_cpu(data: RunData) -> pd.DataFrame:
-    d = metric(data.records, "latency/prefill_ms")
-    rows = []
-    for L, g in d.groupby("context_len"):
-        row = {"T": f"{L:.0f}"}
-        base = g[(g["op"] == "softmax") & (g["status"] == "measured")]["v"]
-        for (op, backend), gg in g.groupby(["op", "backend"], sort=False):
-            if (gg["status"] != "measured").all():
-                row[f"{op} ({backend}) ms"] = f"{gg['status'].iloc[0]}"
-                continue
-            ms = gg[gg["status"] == "measured"]["v"].iloc[0]
-            ratio = f" ({base.iloc[0] / ms:.1f}x)" if len(base) and op != "softmax" else ""
-            row[f"{op} ({backend}) ms"] = f"{ms:.1f}{ratio}"
-        load = g["loadavg"].dropna()
-        row["load avg (1 min)"] = f"{load.iloc[0][0]:.2f}" if len(load) else "—"
-        rows.append(row)
-    return pd.DataFrame(rows).fillna("—")
-
-
-# ---------------------------------------------------------------- msa_speedup
-
-
-@table("msa_speedup/predicted")
-def msa_predicted(data: RunData) -> pd.DataFrame:
-    df = data.records
-    rows = []
-    for phase in ("prefill", "decode"):
-        d = metric(df, f"msa_speedup/{phase}")
-        d = d[(d["status"] != "measured") & (d["hardware"] == "h200")]
-        for (vs, scope), g in d.groupby(["vs", "scope"], sort=False):
-            row = {"H200": f"{phase}, {scope}, vs {vs}"}
-            for _, r in g.sort_values("context_len").iterrows():
-                row[fmt_len(r["context_len"])] = f"{r['v']:.1f}x"
-            rows.append(row)
-    return pd.DataFrame(rows)
-
-
-@table("msa_speedup/verdicts")
-def msa_verdicts(data: RunData) -> pd.DataFrame:
-    d = metric(data.records, "msa_speedup/verdict")
-    return pd.DataFrame([{"claim": f"{r['claim']} ({r['hardware']})", "published": f"{r['published']:g}x",
-                          "predicted, attention": f"{r['predicted_attention']:.1f}x",
-                          "predicted, whole model": f"{r['predicted_model']:.1f}x" if pd.notna(r.get("predicted_model")) else "—",
-                          "verdict (status projected)": r["value"]} for _, r in d.iterrows()])
-
-
-@table("msa_speedup/measured")
-def msa_measured(data: RunData) -> pd.DataFrame:
-    rows = []
-    for phase in ("prefill", "decode"):
-        d = metric(data.records, f"msa_speedup/{phase}")
-        for _, r in d[d["status"] == "measured"].sort_values("context_len").iterrows():
-            rows.append({"phase": phase, "n": f"{r['context_len']:.0f}", "t(softmax) / t(msa), measured": f"{r['v']:.2f}",
-                         "cost model": f"{r['predicted']:.2f}"})
-    return pd.DataFrame(rows)
-
-
-# ---------------------------------------------------------------- crossover
-
-
-def _xo(r) -> str:
-    if pd.notna(r["v"]):
-        b = r["bracket"] if isinstance(r["bracket"], (list, tuple)) else None
-        br = f" [{b[0]:,.0f}, {b[1]:,.0f}]" if b and r["status"] == "measured" and None not in b else ""
-        return f"{r['v']:,.0f}{br}"
-    b = r["bracket"] if isinstance(r["bracket"], (list, tuple)) else [None, None]
-    return f"< {fmt_len(b[1])}" if r.get("relation") == "<" else f"> {b[0]:,.0f}" if b[0] else "never"
-
-
-@table("crossover/measured")
-def crossover_measured(data: RunData) -> pd.DataFrame:
-    df = data.records
-    rows = []
-    for name in designs(df[df["metric"].str.startswith("crossover/")]):
-        row = {"design vs softmax": name}
-        for phase in ("prefill", "decode", "memory"):
-            d = metric(df, f"crossover/{phase}_len")
-            d = d[(d["design"] == name) & (d["method"] == "measured")]
-            for _, r in d.iterrows():
-                row[f"{phase}, {r['scope']} (measured)"] = _xo(r)
-            a = metric(df, f"crossover/{phase}_len")
-            a = a[(a["design"] == name) & (a["status"] == "analytic")]
-            if phase == "memory" and not a.empty:
-                row["memory (analytic)"] = ", ".join(f"{_xo(r)} {r['dtype']}" for _, r in a.iterrows())
-        rows.append(row)
-    return pd.DataFrame(rows).fillna("—")
-
-
-@table("crossover/analytic")
-def crossover_analytic(data: RunData) -> pd.DataFrame:
-    df = data.records
-    rows = []
-    for phase in ("prefill", "decode"):
-        d = metric(df, f"crossover/{phase}_len")
-        d = d[(d["status"] == "projected") & d["design"].isin(["lightning", "sliding_window", "msa"])]
-        for (shape, name, scope), g in d.groupby(["shape", "design", "scope"], sort=True):
-            row = {"shape": shape, "design": name, "phase": phase, "scope": scope}
-            for _, r in g.iterrows():
-                row[str(r["hardware"])] = _xo(r)
-            rows.append(row)
-    return pd.DataFrame(rows).fillna("—")
-
-
-@table("crossover/costmodel")
-def crossover_costmodel(data: RunData) -> pd.DataFrame:
-    d = metric(data.records, "costmodel/rel_error")
-    rows = []
-    for (scope, op, phase), g in d.groupby(["scope", "op", "phase"], sort=True):
-        worst = g.loc[(g["v"].map(lambda x: max(x, 1 / x))).idxmax()]
-        rows.append({"scope": scope, "op": op, "phase": phase, "lengths": f"{g['context_len'].min():.0f}–{g['context_len'].max():.0f}",
-                     "predicted / measured": f"{g['v'].min():.2f}–{g['v'].max():.2f}",
-                     "worst at": f"{worst['context_len']:.0f}", "within 2x": "all" if g["within"].all() else
-                     f"{int(g['within'].sum())} of {len(g)}"})
-    return pd.DataFrame(rows)
-
-
-@table("crossover/calibration")
-def crossover_calibration(data: RunData) -> pd.DataFrame:
-    d = data.records[data.records["metric"].str.startswith("calibration/")]
-    return pd.DataFrame([{"rate": r["metric"].split("/")[1], "value": f"{r['v']:.3g}", "unit": r["unit"]} for _, r in d.iterrows()])
-
-
-@table("crossover/skipped")
-def crossover_skipped(data: RunData) -> pd.DataFrame:
-    d = data.records[data.records["status"] == "skipped"]
-    return pd.DataFrame([{"metric": r["metric"], "design": r["design"], "scope": r["scope"], "n": f"{r['context_len']:.0f}",
-                          "why": r.get("reason") or r.get("note")} for _, r in d.iterrows()])
-
-
-@table("msa_speedup/terms")
-def msa_terms(data: RunData) -> pd.DataFrame:
-    """Where the time goes at 1M tokens on H200 (attention, vs M2): the cost model's terms."""
-    rows = []
-    for phase in ("prefill", "decode"):
-        d = metric(data.records, f"msa_speedup/{phase}")
-        d = d[(d["hardware"] == "h200") & (d["vs"] == "m2") & (d["scope"] == "attention") & (d["context_len"] == 2**20)]
-        for _, r in d.iterrows():
-            unit, k = ("s", 1.0) if phase == "prefill" else ("ms", 1e3)
-            for who, terms, total in (("M2", r["baseline_terms_s"], r["baseline_s"]), ("M3", r["m3_terms_s"], r["m3_s"])):
-                parts = "; ".join(f"{t} {v * k:,.1f}" for t, v in sorted(terms.items(), key=lambda kv: -kv[1]))
-                rows.append({"phase": phase, "model": who, "total": f"{total * k:,.1f} {unit}", "terms": parts,
-                             "bytes read": f"{(r['baseline_bytes'] if who == 'M2' else r['m3_bytes']) / 1e9:,.1f} GB"})
-    return pd.DataFrame(rows)
+    return run_facts(data)
 
 
 # ---------------------------------------------------------------- plateau_probe
@@ -432,26 +229,6 @@ def plateau_runs(data: RunData) -> pd.DataFrame:
         })
     out = pd.DataFrame(rows)
     return out.sort_values(["probe", "layout", "lightning heads", "qkv conv", "lr"]) if len(out) else out
-
-
-# ---------------------------------------------------------------- presets
-
-
-@table("presets/params")
-def preset_params(data: RunData) -> pd.DataFrame:
-    """Parameter counts of every design at each preset, in millions (params/* records)."""
-    df = data.records[data.records["metric"].astype(str).str.startswith("params/")]
-    order = {p: i for i, p in enumerate(("tiny", "small", "base", "base24"))}
-    rows = []
-    for (preset, name), g in df.groupby(["preset", "design"], sort=False):
-        val = {m.split("/", 1)[1]: v for m, v in zip(g["metric"], g["v"])}
-        rows.append({"preset": preset, "design": name, "layers": f"{int(g['n_layers'].iloc[-1])}" if "n_layers" in g else "",
-                     **{k: f"{val[k] / 1e6:.2f}M" for k in ("total", "active", "attention", "experts", "embedding") if k in val}})
-    out = pd.DataFrame(rows)
-    if out.empty:
-        return out
-    out["_p"], out["_d"] = out["preset"].map(order), out["design"].map(lambda d: (DESIGN_ORDER + (d,)).index(d))
-    return out.sort_values(["_p", "_d"]).drop(columns=["_p", "_d"])
 
 
 @table("multihop/check")
