@@ -10,7 +10,7 @@ from __future__ import annotations
 import pandas as pd
 
 from .data import RunData, designs, fmt_bytes, fmt_len, metric, pooled
-from .quality import learned, pooled_acc
+from .quality import effective_length, learned, pooled_acc
 from .readme import table
 
 
@@ -95,6 +95,23 @@ def needle_accuracy(data: RunData) -> pd.DataFrame:
             c = g[g["context_len"] == L]
             row[fmt_len(L)] = _acc(c) if (c["status"] == "measured").any() else _skip(c)
         rows.append(row)
+    return pd.DataFrame(rows)
+
+
+@table("needle_4m/effective")
+def needle_effective(data: RunData) -> pd.DataFrame:
+    """Per design: its true training length, its effective context length (quality.effective_length)
+    and its accuracy at 16x the training length (issue #10's bar: 0.9 there)."""
+    df, train = data.records, data.train
+    d = pooled(metric(df, "niah/acc"))
+    rows = []
+    for name in designs(d):
+        t = train[train["design"] == name] if train is not None else pd.DataFrame()
+        L = float(t["train_len"].iloc[0]) if len(t) and pd.notna(t["train_len"].iloc[0]) else float("nan")
+        at16 = d[(d["design"] == name) & (d["context_len"] == 16 * L)] if L == L and L > 0 else d.iloc[0:0]
+        rows.append({"design": name, "trained to (tokens)": f"{L:.0f}" if L == L else "—",
+                     "effective length (lower bound > 0.5)": effective_length(df, name)[1],
+                     "accuracy at 16x the training length": _acc(at16) if (at16["status"] == "measured").any() else "—"})
     return pd.DataFrame(rows)
 
 
