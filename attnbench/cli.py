@@ -157,8 +157,7 @@ def prepare(cfg: DictConfig, run_dir: Path) -> None:
     preflight(cfg, run_dir)
     distributed.check_launch(cfg)
     if distributed.launch_rank() == 0:  # one claim per run: the other processes of a job share it
-        rundir.claim(run_dir, config_hash(cfg), lock=cfg.lock, force=cfg.force,
-                     say=lambda line: print(line, file=sys.stderr, flush=True))
+        rundir.claim(run_dir, config_hash(cfg), lock=cfg.lock, force=cfg.force, say=lambda line: print(line, file=sys.stderr, flush=True))
 
 
 def prepare_or_exit(cfg: DictConfig, run_dir: Path) -> None:
@@ -186,8 +185,7 @@ class Guard(Callback):
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         try:
-            rundir.check_writable(Path(str(config.hydra.sweep.dir)), "sweep directory",
-                                  "choose another with hydra.sweep.dir=...")
+            rundir.check_writable(Path(str(config.hydra.sweep.dir)), "sweep directory", "choose another with hydra.sweep.dir=...")
         except RunDirError as ex:
             fail(str(ex))
 
@@ -271,16 +269,19 @@ def run(cfg: DictConfig, run_dir: Path) -> None:
     no_cuda = cfg.exp.name in NEEDS_CUDA and not torch.cuda.is_available()  # it records its designs skipped
     device = distributed.process_device(resolve_device("cpu" if no_cuda else cfg.device))
     main = distributed.is_main()  # a distributed run's rank 0 alone writes records, report and W&B
-    recorder = Recorder(run_dir / "results.jsonl", cfg.exp.name, {**config_dict(cfg), "seeds": seeds}, config_hash(cfg),
-                        write=main)
+    recorder = Recorder(run_dir / "results.jsonl", cfg.exp.name, {**config_dict(cfg), "seeds": seeds}, config_hash(cfg), write=main)
     recorder.done_cells = distributed.from_main(lambda: recorder.done_cells)
-    ctx = RunContext(cfg=cfg, run_dir=run_dir, recorder=recorder, device=device,
-                     console=Console(stderr=True, soft_wrap=True, quiet=not main))
+    ctx = RunContext(
+        cfg=cfg, run_dir=run_dir, recorder=recorder, device=device, console=Console(stderr=True, soft_wrap=True, quiet=not main)
+    )
     if main and recorder.repaired.summary():  # damaged lines, cells not whole: set aside, their cells run again
-        ctx.console.print(f"attnbench: {recorder.repaired.summary()}; repaired: those cells run again, the removed "
-                          f"lines are kept in {recorder.path.name}.damaged", markup=False, highlight=False)
-    ctx.console.print(f"[bold]attnbench[/] exp={cfg.exp.name} designs={','.join(ctx.design_names)} "
-                      f"device={device} run_dir={run_dir}")
+        ctx.console.print(
+            f"attnbench: {recorder.repaired.summary()}; repaired: those cells run again, the removed "
+            f"lines are kept in {recorder.path.name}.damaged",
+            markup=False,
+            highlight=False,
+        )
+    ctx.console.print(f"[bold]attnbench[/] exp={cfg.exp.name} designs={','.join(ctx.design_names)} device={device} run_dir={run_dir}")
     start = time.perf_counter()
     status, error, code = "failed", None, 0
     try:
@@ -297,8 +298,11 @@ def run(cfg: DictConfig, run_dir: Path) -> None:
         raise
     finally:
         recorder.close(status, time.perf_counter() - start, error)
-        ctx.console.print(f"{status} in {time.perf_counter() - start:.1f} s" + (f" ({error})" if error else "")
-                          + f"; records in {recorder.path}", markup=False, highlight=False)
+        ctx.console.print(
+            f"{status} in {time.perf_counter() - start:.1f} s" + (f" ({error})" if error else "") + f"; records in {recorder.path}",
+            markup=False,
+            highlight=False,
+        )
         if status == "interrupted":  # every finished cell is already on disk (cells commit atomically)
             ctx.console.print(f"{len(recorder.done_cells)} cells recorded; rerun the same command to resume")
         if main:
@@ -342,8 +346,9 @@ def finish_run(cfg: DictConfig, run_dir: Path, console, status: str) -> None:
             if res.pdf_error:
                 console.print(f"report: no PDF: {res.pdf_error}")
         except Exception as ex:  # a report bug must not cost the run its records or its exit status
-            console.print(f"report: failed ({type(ex).__name__}: {ex}); records are intact; retry with "
-                          f"`python -m attnbench report {run_dir}`")
+            console.print(
+                f"report: failed ({type(ex).__name__}: {ex}); records are intact; retry with `python -m attnbench report {run_dir}`"
+            )
     if logging is None:
         logging, logging_started = tracking.start(run_dir, wcfg), time.perf_counter()
     msg = logging.wait(cfg.wandb.timeout_s - (time.perf_counter() - logging_started))
@@ -363,15 +368,16 @@ def report_main(argv: list[str]) -> int:
     from .report import all_experiments, build_report, decision_report
     from .report.data import ResultsError
 
-    ap = OneLineParser(prog="python -m attnbench report",
-                       description="Write report.html and report.pdf from run directories' results.jsonl.")
+    ap = OneLineParser(
+        prog="python -m attnbench report", description="Write report.html and report.pdf from run directories' results.jsonl."
+    )
     ap.add_argument("run_dirs", nargs="*", type=Path, help="run or sweep directories (merged into one report)")
     ap.add_argument("--out", type=Path, help="where to write (default: the run directory, or the one they share)")
     ap.add_argument("--no-pdf", action="store_true", help="skip report.pdf")
-    ap.add_argument("--all-experiments", action="store_true",
-                    help="experiments/<name>/ -> reports/<name>/ for every recorded experiment")
-    ap.add_argument("--decision", action="store_true",
-                    help="every recorded experiment merged into reports/decision/ (the page to decide from)")
+    ap.add_argument("--all-experiments", action="store_true", help="experiments/<name>/ -> reports/<name>/ for every recorded experiment")
+    ap.add_argument(
+        "--decision", action="store_true", help="every recorded experiment merged into reports/decision/ (the page to decide from)"
+    )
     ap.add_argument("--root", type=Path, default=Path("."), help="repository root for --all-experiments / --decision")
     args = ap.parse_args(argv)
     if not (args.all_experiments or args.decision or args.run_dirs):
@@ -395,8 +401,7 @@ def report_main(argv: list[str]) -> int:
         if not args.no_pdf and res.pdf_error:
             print(f"report: no PDF: {res.pdf_error}", file=sys.stderr)
         for problem in res.problems:
-            print(f"attnbench: report: {problem}; left out of the report (rerun the run to redo those cells)",
-                  file=sys.stderr)
+            print(f"attnbench: report: {problem}; left out of the report (rerun the run to redo those cells)", file=sys.stderr)
             damaged = True
     if not results:
         print(f"report: no results.jsonl under {args.root / 'experiments'}", file=sys.stderr)

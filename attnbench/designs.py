@@ -36,18 +36,37 @@ class Design:
         return getattr(importlib.import_module(module), cls)
 
 
-DESIGNS: dict[str, Design] = {d.letter: d for d in (
-    Design("S", "softmax", "attnbench.model.softmax:SoftmaxAttention", "softmax", "softmax", 100,
-           colour="#0072B2", marker="o"),
-    Design("L", "lightning", "attnbench.model.lightning:LightningAttention", "lightning", "lightning", 70,
-           colour="#E69F00", marker="s", triton_on_auto=True),
-    Design("W", "sliding_window", "attnbench.model.sliding_window:SlidingWindowAttention", "sliding_window",
-           "sliding_window", 110, colour="#CC79A7", marker="D", triton_on_auto=True),
-    Design("M", "msa", "attnbench.model.msa:MSAAttention", "msa", "msa", 150, colour="#D55E00", marker="P",
-           triton_on_auto=True),
-    # DeepSeek sparse attention over MLA: production presets only (attnbench.bench.presets)
-    Design("D", "dsa", None, None, "dsa", 100),
-)}
+DESIGNS: dict[str, Design] = {
+    d.letter: d
+    for d in (
+        Design("S", "softmax", "attnbench.model.softmax:SoftmaxAttention", "softmax", "softmax", 100, colour="#0072B2", marker="o"),
+        Design(
+            "L",
+            "lightning",
+            "attnbench.model.lightning:LightningAttention",
+            "lightning",
+            "lightning",
+            70,
+            colour="#E69F00",
+            marker="s",
+            triton_on_auto=True,
+        ),
+        Design(
+            "W",
+            "sliding_window",
+            "attnbench.model.sliding_window:SlidingWindowAttention",
+            "sliding_window",
+            "sliding_window",
+            110,
+            colour="#CC79A7",
+            marker="D",
+            triton_on_auto=True,
+        ),
+        Design("M", "msa", "attnbench.model.msa:MSAAttention", "msa", "msa", 150, colour="#D55E00", marker="P", triton_on_auto=True),
+        # DeepSeek sparse attention over MLA: production presets only (attnbench.bench.presets)
+        Design("D", "dsa", None, None, "dsa", 100),
+    )
+}
 
 LAYOUT_LETTERS = "".join(d.letter for d in DESIGNS.values() if d.layer is not None)  # letters a model can be built from
 PRESET_LETTERS = "".join(DESIGNS)  # letters a preset (a costed architecture) may use

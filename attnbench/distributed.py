@@ -102,11 +102,18 @@ def check_launch(cfg) -> None:
         trainers = ", ".join(n for n, m in EXPERIMENTS.items() if m == "attnbench.experiments.train")
         raise ConfigError("train.parallel", kind, f"trains one model across processes: with +exp= one of {trainers}")
     if kind == "none" and n_processes() > 1:
-        raise ConfigError("train.parallel", kind, f"this is one of {n_processes()} processes (torchrun / SLURM tasks): "
-                          "set train.parallel=ddp or fsdp, or start one process")
+        raise ConfigError(
+            "train.parallel",
+            kind,
+            f"this is one of {n_processes()} processes (torchrun / SLURM tasks): set train.parallel=ddp or fsdp, or start one process",
+        )
     if kind != "none" and starter() is None:
-        raise ConfigError("train.parallel", kind, "start the processes with torchrun --nproc_per_node=N -m attnbench ... "
-                          "(or a SLURM job: hydra/launcher=slurm hydra.launcher.tasks_per_node=N)")
+        raise ConfigError(
+            "train.parallel",
+            kind,
+            "start the processes with torchrun --nproc_per_node=N -m attnbench ... "
+            "(or a SLURM job: hydra/launcher=slurm hydra.launcher.tasks_per_node=N)",
+        )
 
 
 @contextlib.contextmanager
@@ -166,8 +173,10 @@ def describe(ex: BaseException, who: str) -> str:
     text = " ".join(str(ex).split())
     if isinstance(ex, dist.DistError) or any(m in text for m in ("Connection closed by peer", "Connection reset by peer")):
         cause = re.sub(r"^\[[^\]]*\]\s*", "", text).split(". ")[0]  # without gloo's source location and advice
-        return (f"attnbench: {who}: stopped: another process of the job failed or was killed (see its line or "
-                f"torchrun's summary): {cause[:160]}")
+        return (
+            f"attnbench: {who}: stopped: another process of the job failed or was killed (see its line or "
+            f"torchrun's summary): {cause[:160]}"
+        )
     return f"attnbench: {who} failed: {type(ex).__name__}: {text[:400]}"
 
 
@@ -280,10 +289,12 @@ class Parallel(Local):
         """Every process gets rows in every micro-batch, at every batch size the curriculum draws."""
         for r in sorted(set(rows)):
             if r < self.world * self.micro_steps(r):
-                raise ConfigError("train.micro_batch" if self.micro else "train.tokens_per_step",
-                                  self.micro or self.tokens_per_step,
-                                  f"steps of {r} rows cannot give {self.world} processes x {self.micro_steps(r)} "
-                                  "micro-batches a row each: raise train.tokens_per_step or train.micro_batch, or use fewer processes")
+                raise ConfigError(
+                    "train.micro_batch" if self.micro else "train.tokens_per_step",
+                    self.micro or self.tokens_per_step,
+                    f"steps of {r} rows cannot give {self.world} processes x {self.micro_steps(r)} "
+                    "micro-batches a row each: raise train.tokens_per_step or train.micro_batch, or use fewer processes",
+                )
 
     # -- the model ------------------------------------------------------------------------------
     def wrap(self, model):
@@ -294,8 +305,11 @@ class Parallel(Local):
             import inspect
 
             new = "forward_sync_buffers" in inspect.signature(DistributedDataParallel.__init__).parameters  # torch >= 2.12
-            return DistributedDataParallel(model, device_ids=[self.device.index] if self.device.type == "cuda" else None,
-                                           **{"forward_sync_buffers" if new else "broadcast_buffers": False})
+            return DistributedDataParallel(
+                model,
+                device_ids=[self.device.index] if self.device.type == "cuda" else None,
+                **{"forward_sync_buffers" if new else "broadcast_buffers": False},
+            )
         if self.kind == "fsdp":
             from torch.distributed.fsdp import fully_shard
 
@@ -322,8 +336,7 @@ class Parallel(Local):
     def resume(self, read, model, opt):
         if not self.distributed:
             return super().resume(read, model, opt)
-        from torch.distributed.checkpoint.state_dict import (StateDictOptions, set_model_state_dict,
-                                                             set_optimizer_state_dict)
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, set_model_state_dict, set_optimizer_state_dict
 
         st, weights, opt_state = read() if self.main else (None, None, None)
         box = [(st, weights is not None, opt_state is not None)]
@@ -340,8 +353,7 @@ class Parallel(Local):
     def save(self, path: Path, model, opt, state: dict) -> None:
         if not self.distributed:
             return super().save(path, model, opt, state)
-        from torch.distributed.checkpoint.state_dict import (StateDictOptions, get_model_state_dict,
-                                                             get_optimizer_state_dict)
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict, get_optimizer_state_dict
 
         options = StateDictOptions(full_state_dict=True, cpu_offload=True)  # full tensors on rank 0 only
         weights = get_model_state_dict(model, options=options)
@@ -399,8 +411,9 @@ class Parallel(Local):
                     # DDP and FSDP average gradients over processes; the slices' losses add up
                     # to the global loss, so scale back to a sum.
                     (loss * self.world).backward()
-                sums += torch.stack([loss.detach(), ce_sum.detach(), correct.to(loss.dtype),
-                                     out.index_loss.detach() * (xs.shape[0] / R)]).to(sums.dtype)
+                sums += torch.stack(
+                    [loss.detach(), ce_sum.detach(), correct.to(loss.dtype), out.index_loss.detach() * (xs.shape[0] / R)]
+                ).to(sums.dtype)
         finally:
             GLOBAL_ROUTING.reset(token)
         if self.distributed:
@@ -442,11 +455,15 @@ def _param_names(module) -> list[str]:
 def _by_index(opt_state: dict, names: list[str]) -> dict:
     """torch.distributed.checkpoint's optimiser state (keyed by parameter name) -> Optimizer.state_dict()'s (by index)."""
     index = {n: i for i, n in enumerate(names)}
-    return {"state": {index[n]: v for n, v in opt_state["state"].items()},
-            "param_groups": [{**g, "params": [index[n] for n in g["params"]]} for g in opt_state["param_groups"]]}
+    return {
+        "state": {index[n]: v for n, v in opt_state["state"].items()},
+        "param_groups": [{**g, "params": [index[n] for n in g["params"]]} for g in opt_state["param_groups"]],
+    }
 
 
 def _by_name(opt_state: dict, names: list[str]) -> dict:
     """Optimizer.state_dict()'s format -> torch.distributed.checkpoint's (keyed by parameter name)."""
-    return {"state": {names[i]: v for i, v in opt_state["state"].items()},
-            "param_groups": [{**g, "params": [names[i] for i in g["params"]]} for g in opt_state["param_groups"]]}
+    return {
+        "state": {names[i]: v for i, v in opt_state["state"].items()},
+        "param_groups": [{**g, "params": [names[i] for i in g["params"]]} for g in opt_state["param_groups"]],
+    }

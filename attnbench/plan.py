@@ -42,9 +42,12 @@ class Calibration:
 
     def estimate(self, n: int, passes: int = 1) -> Estimate:
         seconds = passes * (self.a * n + self.b * n * n)
-        return Estimate(seconds, self.c + self.d * n + self.work_bytes,
-                        f"t = {self.a:.3g} n + {self.b:.3g} n^2 s, cache = {self.c:.3g} + {self.d:.3g} n B "
-                        f"(prefill timed here at n = {', '.join(map(str, self.lengths))})")
+        return Estimate(
+            seconds,
+            self.c + self.d * n + self.work_bytes,
+            f"t = {self.a:.3g} n + {self.b:.3g} n^2 s, cache = {self.c:.3g} + {self.d:.3g} n B "
+            f"(prefill timed here at n = {', '.join(map(str, self.lengths))})",
+        )
 
 
 def _fit_time(ns: np.ndarray, ts: np.ndarray, quadratic: bool) -> tuple[float, float]:
@@ -65,8 +68,9 @@ def _fit_time(ns: np.ndarray, ts: np.ndarray, quadratic: bool) -> tuple[float, f
 
 
 @torch.no_grad()
-def measure_prefill(model: Model, device: torch.device, chunk: int, vocab_size: int,
-                    lengths: tuple[int, ...] = CALIBRATION_LENGTHS) -> Calibration:
+def measure_prefill(
+    model: Model, device: torch.device, chunk: int, vocab_size: int, lengths: tuple[int, ...] = CALIBRATION_LENGTHS
+) -> Calibration:
     """Time and peak memory of this model's chunked prefill at a few short lengths, the basis of
     the eval planner's estimates (not bench.calibrate.calibrate, which fits the machine's roofline)."""
     gen = torch.Generator().manual_seed(0)

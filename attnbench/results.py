@@ -88,8 +88,9 @@ def git_commit() -> dict[str, Any]:
         commit = subprocess.run(["git", "-C", str(here), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
         if commit.returncode != 0:
             return {"commit": "unknown", "dirty": None}
-        status = subprocess.run(["git", "-C", str(here), "status", "--porcelain", "--untracked-files=no"],
-                                capture_output=True, text=True, timeout=10)
+        status = subprocess.run(
+            ["git", "-C", str(here), "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True, timeout=10
+        )
         return {"commit": commit.stdout.strip(), "dirty": bool(status.stdout.strip())}
     except (OSError, subprocess.SubprocessError):
         return {"commit": "unknown", "dirty": None}
@@ -294,9 +295,10 @@ def _check_cells(out: Scan) -> None:
         if obj is None or obj.get("type") != "commit":
             continue
         key, n = obj.get("cell", ""), obj.get("records")
-        block = lines[j - n:j] if isinstance(n, int) and 0 <= n <= j else None
-        whole = block is not None and all(b.obj is not None and b.obj.get("type") == "record" and b.obj.get("cell") == key
-                                          and b.no not in in_block for b in block)
+        block = lines[j - n : j] if isinstance(n, int) and 0 <= n <= j else None
+        whole = block is not None and all(
+            b.obj is not None and b.obj.get("type") == "record" and b.obj.get("cell") == key and b.no not in in_block for b in block
+        )
         if block is not None and whole and key not in out.done_cells:
             out.done_cells.add(key)
             in_block.update(b.no for b in block)
@@ -350,8 +352,18 @@ class Recorder:
             self.repaired.repair()
         # Cells already recorded, whole, by an earlier (possibly killed) run in this directory.
         self.done_cells = set(self.repaired.done_cells)
-        self._append({"type": "header", "exp": exp, "config_hash": config_hash, "started": now(),
-                      "git": git_commit(), "versions": versions(), "hardware": hardware(), "config": config})
+        self._append(
+            {
+                "type": "header",
+                "exp": exp,
+                "config_hash": config_hash,
+                "started": now(),
+                "git": git_commit(),
+                "versions": versions(),
+                "hardware": hardware(),
+                "config": config,
+            }
+        )
 
     def _append(self, *objs: dict) -> None:
         """Append whole lines with one write(2), fsync'ed (secrets masked); nothing when ``write`` is off.
@@ -366,15 +378,21 @@ class Recorder:
         try:
             view = memoryview(data)
             while view:  # a regular file takes it all at once; a full disk may not
-                view = view[os.write(fd, view):]
+                view = view[os.write(fd, view) :]
             os.fsync(fd)
         finally:
             os.close(fd)
 
     def close(self, status: str, wall_s: float, error: str | None = None) -> None:
         """A footer line: how this (re)start ended (completed | interrupted | failed) and why."""
-        footer = {"type": "footer", "exp": self.exp, "config_hash": self.config_hash, "ended": now(),
-                  "status": status, "wall_s": round(wall_s, 3)}
+        footer = {
+            "type": "footer",
+            "exp": self.exp,
+            "config_hash": self.config_hash,
+            "ended": now(),
+            "status": status,
+            "wall_s": round(wall_s, 3),
+        }
         if error:
             footer["error"] = error
         self._append(footer)

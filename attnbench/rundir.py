@@ -66,8 +66,7 @@ class Claim:
 _held: dict[Path, Claim] = {}
 
 
-def claim(run_dir: Path, config_hash: str, *, lock: str = "wait", force: bool = False,
-          say: Callable[[str], None] = print) -> Claim:
+def claim(run_dir: Path, config_hash: str, *, lock: str = "wait", force: bool = False, say: Callable[[str], None] = print) -> Claim:
     """Lock ``run_dir`` for this run, then check (or with ``force``, make) that it holds only this config."""
     run_dir = _key(run_dir)
     if run_dir in _held:
@@ -80,10 +79,14 @@ def claim(run_dir: Path, config_hash: str, *, lock: str = "wait", force: bool = 
         except (BlockingIOError, PermissionError):
             holder = _holder(run_dir)
             if lock == "refuse":
-                raise RunDirError(f"run directory {run_dir} is in use by another run ({holder}); refused (lock=refuse): "
-                                  f"wait for it, or choose another directory with hydra.run.dir=...") from None
-            say(f"attnbench: run directory {run_dir} is in use by another run ({holder}); waiting for it to finish "
-                f"(lock=refuse stops instead)")
+                raise RunDirError(
+                    f"run directory {run_dir} is in use by another run ({holder}); refused (lock=refuse): "
+                    f"wait for it, or choose another directory with hydra.run.dir=..."
+                ) from None
+            say(
+                f"attnbench: run directory {run_dir} is in use by another run ({holder}); waiting for it to finish "
+                f"(lock=refuse stops instead)"
+            )
             fcntl.lockf(fd, fcntl.LOCK_EX)
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"pid {os.getpid()} since {dt.datetime.now().isoformat(timespec='seconds')}\n".encode(), 0)
@@ -121,9 +124,11 @@ def check_identity(run_dir: Path, config_hash: str, *, force: bool = False, say:
     if not others:
         return
     if not force:
-        raise RunDirError(f"run directory {run_dir} holds records of config {', '.join(others)}; this run is config "
-                          f"{config_hash}: choose another directory (hydra.run.dir=...), or force=true to set those "
-                          f"records aside and start afresh")
+        raise RunDirError(
+            f"run directory {run_dir} holds records of config {', '.join(others)}; this run is config "
+            f"{config_hash}: choose another directory (hydra.run.dir=...), or force=true to set those "
+            f"records aside and start afresh"
+        )
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
     aside = results.with_name(f"{RESULTS}.superseded-{stamp}")
     results.rename(aside)

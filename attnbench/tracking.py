@@ -40,8 +40,18 @@ import pandas as pd
 from .redact import redact, redact_obj, scrubbed_env
 
 HISTORY_PREFIXES = ("niah", "multihop", "latency", "memory", "msa_speedup", "eval", "crossover")
-COORDS = (("task", "task"), ("context_len", "len"), ("depth", "depth"), ("hops", "hops"), ("op", "op"),
-          ("scope", "scope"), ("preset", "preset"), ("vs", "vs"), ("method", "method"), ("dtype", "dtype"))
+COORDS = (
+    ("task", "task"),
+    ("context_len", "len"),
+    ("depth", "depth"),
+    ("hops", "hops"),
+    ("op", "op"),
+    ("scope", "scope"),
+    ("preset", "preset"),
+    ("vs", "vs"),
+    ("method", "method"),
+    ("dtype", "dtype"),
+)
 TABLE_COLUMNS = ("metric", "value", "unit", "status", "context_len", "depth", "hops", "task", "step", "note")
 
 
@@ -63,8 +73,10 @@ class Logging:
             except ProcessLookupError:
                 pass
             self.proc.communicate()
-            return (f"W&B: gave up (wandb.timeout_s); the run's records are unaffected; "
-                    f"re-log with `python -m attnbench.tracking {self.run_dir}`")
+            return (
+                f"W&B: gave up (wandb.timeout_s); the run's records are unaffected; "
+                f"re-log with `python -m attnbench.tracking {self.run_dir}`"
+            )
         lines = [l for l in out.splitlines() if l.startswith("W&B:")]
         if self.proc.returncode != 0:
             why = lines[-1] if lines else f"W&B: logging failed ({last_error(err) or 'exit ' + str(self.proc.returncode)})"
@@ -90,8 +102,9 @@ def start(run_dir: Path, wandb_cfg: dict) -> Logging:
         env["WANDB_MODE"] = "offline"
     cmd = [sys.executable, "-m", "attnbench.tracking", str(run_dir), "--config", json.dumps(wandb_cfg)]
     try:
-        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                stdin=subprocess.DEVNULL, start_new_session=True)
+        proc = subprocess.Popen(
+            cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL, start_new_session=True
+        )
     except OSError as ex:
         return Logging(run_dir, None, f"W&B: could not start the logging process ({ex}); the run's records are unaffected")
     return Logging(run_dir, proc)
@@ -144,8 +157,12 @@ def history_rows(g: pd.DataFrame) -> tuple[list[dict], list[dict]]:
     """(train rows keyed by train/step, rows keyed by context_len) of one design's records."""
     train = g[(g["metric"] == "train/loss") & g["step"].notna() & g["v"].notna() & (g["status"] == "measured")]
     train_rows = [{"train/step": int(step), "train/loss": float(x["v"].mean())} for step, x in train.groupby("step")]
-    per_len = g[g["metric"].str.split("/").str[0].isin(HISTORY_PREFIXES) & g["context_len"].notna()
-                & g["v"].notna() & g["status"].isin(["measured", "projected"])]
+    per_len = g[
+        g["metric"].str.split("/").str[0].isin(HISTORY_PREFIXES)
+        & g["context_len"].notna()
+        & g["v"].notna()
+        & g["status"].isin(["measured", "projected"])
+    ]
     len_rows = []
     for length, x in per_len.groupby("context_len"):
         row: dict[str, float] = {"context_len": int(length)}
@@ -169,26 +186,48 @@ def log_runs(paths: list[Path], wcfg: dict) -> list[str]:
     data = load(paths)
     df = data.records
     headers = {h["run_dir"]: h for h in data.headers}
-    settings = wandb.Settings(console="off", x_disable_stats=True, x_disable_meta=True, disable_git=True,
-                              save_code=False, silent=True, init_timeout=max(5.0, float(wcfg.get("timeout_s", 20)) / 2))
+    settings = wandb.Settings(
+        console="off",
+        x_disable_stats=True,
+        x_disable_meta=True,
+        disable_git=True,
+        save_code=False,
+        silent=True,
+        init_timeout=max(5.0, float(wcfg.get("timeout_s", 20)) / 2),
+    )
     mode = wcfg.get("mode", "offline")
     written = []
 
     def init(run_dir: str, exp: str, name: str, job_type: str, config: dict, tags: list[str]):
-        return wandb.init(project=wcfg.get("project") or "attnbench", entity=wcfg.get("entity"), mode=mode,
-                          group=wcfg.get("group") or exp, job_type=job_type, name=name, dir=run_dir,
-                          tags=[t for t in dict.fromkeys([*tags, *(wcfg.get("tags") or [])]) if t][:64],
-                          config=redact_obj(config), settings=settings)
+        return wandb.init(
+            project=wcfg.get("project") or "attnbench",
+            entity=wcfg.get("entity"),
+            mode=mode,
+            group=wcfg.get("group") or exp,
+            job_type=job_type,
+            name=name,
+            dir=run_dir,
+            tags=[t for t in dict.fromkeys([*tags, *(wcfg.get("tags") or [])]) if t][:64],
+            config=redact_obj(config),
+            settings=settings,
+        )
 
     for (run_dir, exp, design, seed), g in df.groupby(["run_dir", "exp", "design", df["seed"].fillna(-1)], dropna=False):
         h = headers.get(run_dir, {})
         seed_txt = "-" if seed == -1 else str(int(seed))
         layout = next((str(x) for x in g["layout"].dropna() if str(x)), "")
-        config = {**(h.get("config") or {}), "experiment": exp, "design": design, "layout": layout,
-                  "seed": None if seed == -1 else int(seed), "config_hash": h.get("config_hash"),
-                  "device": ",".join(sorted({str(d) for d in g["device"].dropna()})),
-                  "git_commit": (h.get("git") or {}).get("commit"), "hardware": h.get("hardware"),
-                  "run_dir": run_dir}
+        config = {
+            **(h.get("config") or {}),
+            "experiment": exp,
+            "design": design,
+            "layout": layout,
+            "seed": None if seed == -1 else int(seed),
+            "config_hash": h.get("config_hash"),
+            "device": ",".join(sorted({str(d) for d in g["device"].dropna()})),
+            "git_commit": (h.get("git") or {}).get("commit"),
+            "hardware": h.get("hardware"),
+            "run_dir": run_dir,
+        }
         run = init(run_dir, exp, f"{exp}/{design}/seed{seed_txt}", exp, config, [exp, str(design)])
         run.define_metric("train/step")
         run.define_metric("train/*", step_metric="train/step")
@@ -199,16 +238,29 @@ def log_runs(paths: list[Path], wcfg: dict) -> list[str]:
         for row in train_rows + len_rows:
             run.log(row)
         cols: list[str | int] = [c for c in TABLE_COLUMNS]
-        run.log({"records": wandb.Table(columns=cols, data=[[_table_value(r.get(c)) if c != "value" else
-                                                             _table_value(r["v"] if pd.notna(r["v"]) else r["value"])
-                                                             for c in cols] for _, r in g.iterrows()],
-                                                 allow_mixed_types=True)})
+        run.log(
+            {
+                "records": wandb.Table(
+                    columns=cols,
+                    data=[
+                        [_table_value(r.get(c)) if c != "value" else _table_value(r["v"] if pd.notna(r["v"]) else r["value"]) for c in cols]
+                        for _, r in g.iterrows()
+                    ],
+                    allow_mixed_types=True,
+                )
+            }
+        )
         niah = g[(g["metric"] == "niah/acc") & g["depth"].notna()]
         if not niah.empty:
-            run.log({"niah/heatmap": wandb.Table(
-                columns=["depth", "context_len", "accuracy", "status"],
-                data=[[float(r["depth"]), int(r["context_len"]), _table_value(r["v"]), r["status"]]
-                      for _, r in niah.iterrows()], allow_mixed_types=True)})
+            run.log(
+                {
+                    "niah/heatmap": wandb.Table(
+                        columns=["depth", "context_len", "accuracy", "status"],
+                        data=[[float(r["depth"]), int(r["context_len"]), _table_value(r["v"]), r["status"]] for _, r in niah.iterrows()],
+                        allow_mixed_types=True,
+                    )
+                }
+            )
         summary = summary_of(g)
         summary["records/measured"] = int((g["status"] == "measured").sum())
         summary["records/projected"] = int((g["status"] == "projected").sum())
@@ -223,9 +275,14 @@ def log_runs(paths: list[Path], wcfg: dict) -> list[str]:
         if not figs:
             continue
         exp = h.get("exp") or "attnbench"
-        run = init(run_dir, exp, f"{exp}/report", "report",
-                   {**(h.get("config") or {}), "experiment": exp, "design": "all", "config_hash": h.get("config_hash"),
-                    "run_dir": run_dir}, [exp, "report"])
+        run = init(
+            run_dir,
+            exp,
+            f"{exp}/report",
+            "report",
+            {**(h.get("config") or {}), "experiment": exp, "design": "all", "config_hash": h.get("config_hash"), "run_dir": run_dir},
+            [exp, "report"],
+        )
         run.log({f"figures/{f.stem}": wandb.Image(str(f), caption=f.stem) for f in figs})
         written.append(run.id)
         run.finish()

@@ -60,15 +60,20 @@ def checkpoint_key(cfg, design: str) -> str:
     # run stopped by them resumes from its partial checkpoint when they are raised.
     for k in ("force", "budget", "patience", "token_budget", "checkpoint_every", "log_every"):
         train.pop(k, None)
-    return stable_hash({
-        "format": FORMAT,
-        "model": config_dict(cfg.model),
-        "design": {k: v for k, v in config_dict(cfg.attention[design]).items()
-                   if k != "description" and not (k in ADDED_AT_DEFAULT and v == ADDED_AT_DEFAULT[k])},
-        "task": config_dict(cfg.task),
-        "train": train,
-        "seed": cfg.seed,
-    })
+    return stable_hash(
+        {
+            "format": FORMAT,
+            "model": config_dict(cfg.model),
+            "design": {
+                k: v
+                for k, v in config_dict(cfg.attention[design]).items()
+                if k != "description" and not (k in ADDED_AT_DEFAULT and v == ADDED_AT_DEFAULT[k])
+            },
+            "task": config_dict(cfg.task),
+            "train": train,
+            "seed": cfg.seed,
+        }
+    )
 
 
 def lr_at(step: int, tc, warm_from: int = 0) -> float:
@@ -107,8 +112,9 @@ def task_loss_share(model: Model, design, cfg, x: torch.Tensor, y: torch.Tensor,
     mask = y != IGNORE
     logits = out.logits[mask]  # (n_answers of the slice, V)
     ce_sum = F.cross_entropy(logits, y[mask], reduction="sum")
-    loss = (ce_sum / n_answers + cfg.model.balance_coef * out.balance_loss
-            + design.index_loss_weight * out.index_loss * (x.shape[0] / n_rows))
+    loss = (
+        ce_sum / n_answers + cfg.model.balance_coef * out.balance_loss + design.index_loss_weight * out.index_loss * (x.shape[0] / n_rows)
+    )
     correct = (logits.argmax(-1) == y[mask]).sum()
     return loss, ce_sum, correct, out
 
@@ -137,9 +143,11 @@ def lookup(cfg, design_name: str, key: str) -> tuple[Path | None, dict | None, b
         return None, None, False
     record = json.loads((found / "record.json").read_text())
     limits = record["config"]["train"]
-    stopped_early = record["status"] == "budget" or (
-        record["status"] == "stalled" and limits["patience"] < cfg.train.patience) or (
-        record["status"] == "tokens" and limits.get("token_budget", 0) < cfg.train.token_budget)
+    stopped_early = (
+        record["status"] == "budget"
+        or (record["status"] == "stalled" and limits["patience"] < cfg.train.patience)
+        or (record["status"] == "tokens" and limits.get("token_budget", 0) < cfg.train.token_budget)
+    )
     return found, record, stopped_early and (checkpoints.work_dir(design_name, key) / "partial.pt").exists()
 
 
@@ -277,15 +285,24 @@ def _train(cfg, design_name: str, device, *, key: str | None, backends: dict[str
     budget = parse_duration(tc.budget)
     rolling: deque[float] = deque(st.rolling, maxlen=tc.window)
     log = train_log(folder, write=par.main)
-    log.info(f"{design_name} {key}: {'resume at step ' + str(st.step) if st.step else 'start'}, "
-             f"stage {st.stage + 1}/{len(stages)}, rule {rule_of(tc)}")
+    log.info(
+        f"{design_name} {key}: {'resume at step ' + str(st.step) if st.step else 'start'}, "
+        f"stage {st.stage + 1}/{len(stages)}, rule {rule_of(tc)}"
+    )
 
     def save_partial():
         st.rolling = list(rolling)
         par.save(partial, model, opt, asdict(st))  # rank 0 writes
 
-    bar = tqdm(total=tc.max_steps, initial=st.step, desc=f"train {design_name}", unit="step",
-               mininterval=2.0, dynamic_ncols=True, disable=not par.main)
+    bar = tqdm(
+        total=tc.max_steps,
+        initial=st.step,
+        desc=f"train {design_name}",
+        unit="step",
+        mininterval=2.0,
+        dynamic_ncols=True,
+        disable=not par.main,
+    )
     start = time.perf_counter() - st.wall_s
     model.train()
     if st.continued_from:
@@ -312,19 +329,34 @@ def _train(cfg, design_name: str, device, *, key: str | None, backends: dict[str
             rolling.append(res.acc)
             roll = sum(rolling) / len(rolling)
             if step % tc.log_every == 0:
-                st.curve.append({"step": step, "loss": res.ce, "acc": res.acc, "stage": st.stage,
-                                 "tokens": st.tokens, "wall_s": round(time.perf_counter() - start, 2),
-                                 "seq_len": x.shape[1], "index_loss": res.index_loss})
-                bar.set_postfix(stage=f"{st.stage + 1}/{len(stages)}", loss=f"{res.ce:.3f}", acc=f"{roll:.2f}",
-                                tok_s=f"{st.tokens / max(1e-9, time.perf_counter() - start):.0f}")
+                st.curve.append(
+                    {
+                        "step": step,
+                        "loss": res.ce,
+                        "acc": res.acc,
+                        "stage": st.stage,
+                        "tokens": st.tokens,
+                        "wall_s": round(time.perf_counter() - start, 2),
+                        "seq_len": x.shape[1],
+                        "index_loss": res.index_loss,
+                    }
+                )
+                bar.set_postfix(
+                    stage=f"{st.stage + 1}/{len(stages)}",
+                    loss=f"{res.ce:.3f}",
+                    acc=f"{roll:.2f}",
+                    tok_s=f"{st.tokens / max(1e-9, time.perf_counter() - start):.0f}",
+                )
             bar.update(1)
             if len(rolling) == tc.window and st.advance(roll, len(stages), tc):
                 log.info(f"step {st.step}: passed stage {st.stage} (context {stages[st.stage - 1].longest}), acc {roll:.3f}")
                 rolling.clear()
             if st.step % tc.checkpoint_every == 0 or st.status != "running":
                 st.wall_s = time.perf_counter() - start
-                log.info(f"step {st.step} stage {st.stage + 1}/{len(stages)} loss {res.ce:.4f} acc {roll:.3f} "
-                         f"tokens {st.tokens:,} wall {st.wall_s:.0f}s")
+                log.info(
+                    f"step {st.step} stage {st.stage + 1}/{len(stages)} loss {res.ce:.4f} acc {roll:.3f} "
+                    f"tokens {st.tokens:,} wall {st.wall_s:.0f}s"
+                )
                 save_partial()
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM: keep every finished step, then stop
         st.wall_s = time.perf_counter() - start
@@ -337,8 +369,7 @@ def _train(cfg, design_name: str, device, *, key: str | None, backends: dict[str
     st.wall_s = time.perf_counter() - start
     if st.status != "failed":
         save_partial()
-    log.info(f"stopped: {st.status} at step {st.step}, {st.tokens:,} tokens, {st.wall_s:.0f}s, "
-             f"stages passed {st.passed}/{len(stages)}")
+    log.info(f"stopped: {st.status} at step {st.step}, {st.tokens:,} tokens, {st.wall_s:.0f}s, stages passed {st.passed}/{len(stages)}")
     model = par.unwrap(model, lambda: Model(cfg.model, design)).eval()  # plain, full weights
     record = training_record(cfg, design_name, key, model, st, stages, device, processes=par.world, backends=backends)
     if par.main:
@@ -359,9 +390,16 @@ def starting_point(cfg, design_name: str, partial: Path) -> tuple[TrainState, di
         return st, saved["model"], saved["opt"]
     if (prefix := prefix_model(cfg, design_name)) is not None:
         base, base_record, n = prefix
-        st = TrainState(step=base_record["steps"], stage=n, tokens=base_record["tokens"], wall_s=base_record["wall_s"],
-                        curve=list(base_record["curve"]), stage_starts=[*base_record["stage_starts"], base_record["steps"]],
-                        warm_from=base_record["steps"], continued_from=base_record["key"])
+        st = TrainState(
+            step=base_record["steps"],
+            stage=n,
+            tokens=base_record["tokens"],
+            wall_s=base_record["wall_s"],
+            curve=list(base_record["curve"]),
+            stage_starts=[*base_record["stage_starts"], base_record["steps"]],
+            warm_from=base_record["steps"],
+            continued_from=base_record["key"],
+        )
         if not base_record["reached_floor"]:  # it did not pass its own stages: the longer curriculum stops there too
             st.stage, st.stage_starts = n - 1, list(base_record["stage_starts"])
             st.status = base_record["status"]

@@ -20,9 +20,17 @@ RULE_NAME = "fair-v1"
 
 def rule_of(tc) -> dict:
     """The fair training rule: what every compared design shares, recorded with each model."""
-    return {"name": RULE_NAME, "token_budget": int(tc.token_budget), "patience": int(tc.patience),
-            "advance_at": float(tc.advance_at), "floor": float(tc.floor), "max_steps": int(tc.max_steps),
-            "tokens_per_step": int(tc.tokens_per_step), "lr": float(tc.lr), "batch": int(tc.batch)}
+    return {
+        "name": RULE_NAME,
+        "token_budget": int(tc.token_budget),
+        "patience": int(tc.patience),
+        "advance_at": float(tc.advance_at),
+        "floor": float(tc.floor),
+        "max_steps": int(tc.max_steps),
+        "tokens_per_step": int(tc.tokens_per_step),
+        "lr": float(tc.lr),
+        "batch": int(tc.batch),
+    }
 
 
 @dataclass
@@ -69,6 +77,7 @@ def stop_reason(st: TrainState, tc, elapsed: float, budget: float) -> str | None
         return "budget"  # the wall-clock safety net (not part of the rule)
     return None
 
+
 def command_line(cfg, design_name: str) -> str:
     """The command that reproduces this training: the run's own overrides when Hydra ran it."""
     try:
@@ -79,8 +88,18 @@ def command_line(cfg, design_name: str) -> str:
         overrides = []
     return " ".join(["python -m attnbench +exp=train", f"design={design_name}", f"seed={cfg.seed}", *overrides])
 
-def training_record(cfg, design_name: str, key: str, model: Model, st: TrainState, stages: list[Stage], device,
-                    processes: int = 1, backends: dict[str, str] | None = None) -> dict:
+
+def training_record(
+    cfg,
+    design_name: str,
+    key: str,
+    model: Model,
+    st: TrainState,
+    stages: list[Stage],
+    device,
+    processes: int = 1,
+    backends: dict[str, str] | None = None,
+) -> dict:
     """How the model was trained: the rule, where it stopped and why, its curve, config and command."""
     design, tc = cfg.attention[design_name], cfg.train
     return {
@@ -109,10 +128,13 @@ def training_record(cfg, design_name: str, key: str, model: Model, st: TrainStat
         # the TRUE training length: the longest context of a stage the model passed (0: none)
         "train_len": stages[st.passed - 1].longest if st.passed else 0,
         "curve": st.curve,
-        "config": {"model": config_dict(cfg.model),
-                   "design": config_dict(design),
-                   "task": config_dict(cfg.task),
-                   "train": config_dict(tc), "seed": cfg.seed},
+        "config": {
+            "model": config_dict(cfg.model),
+            "design": config_dict(design),
+            "task": config_dict(cfg.task),
+            "train": config_dict(tc),
+            "seed": cfg.seed,
+        },
         "git": git_commit(),
         "command": command_line(cfg, design_name),
     }

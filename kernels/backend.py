@@ -91,8 +91,7 @@ def _resolve(op: str, backend: str, device_type: str) -> str:
         return "triton" if device_type == "cuda" and op in AUTO_TRITON and has_triton_kernel(op) else "reference"
     if backend == "triton" and not has_triton_kernel(op):
         raise NotImplementedError(
-            f"backend='triton' for op {op!r}: no Triton kernel is available "
-            "(triton not installed, or kernels/{op}/triton.py missing)"
+            f"backend='triton' for op {op!r}: no Triton kernel is available (triton not installed, or kernels/{{op}}/triton.py missing)"
         )
     return backend
 

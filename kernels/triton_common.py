@@ -34,8 +34,10 @@ def check_device(*tensors: torch.Tensor) -> None:
                 "or on CPU under TRITON_INTERPRET=1 (tests only, ~1 ms per program); use backend='reference' on CPU"
             )
         if x.dtype not in (torch.float32, torch.float16, torch.bfloat16, torch.int64, torch.int32):
-            raise TypeError(f"backend='triton' supports fp32, fp16 and bf16 tensors (int64 and int32 for indices "
-                            f"such as msa's block_idx); got {x.dtype}")
+            raise TypeError(
+                f"backend='triton' supports fp32, fp16 and bf16 tensors (int64 and int32 for indices "
+                f"such as msa's block_idx); got {x.dtype}"
+            )
 
 
 def upcast(dtype: torch.dtype) -> bool:

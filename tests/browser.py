@@ -36,8 +36,12 @@ class Page:
 
         self.proc = subprocess.Popen(
             [exe, *FLAGS, f"--user-data-dir={self.profile.name}", "--remote-debugging-pipe", "about:blank"],
-            close_fds=False, preexec_fn=fds, stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            close_fds=False,
+            preexec_fn=fds,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         os.close(to_child_r)
         os.close(from_child_w)
         self._buf = b""
@@ -91,8 +95,7 @@ class Page:
         self.wait_event("Page.loadEventFired")
 
     def eval(self, expression: str):
-        res = self.send("Runtime.evaluate", {"expression": expression, "returnByValue": True, "awaitPromise": True},
-                        session=True)
+        res = self.send("Runtime.evaluate", {"expression": expression, "returnByValue": True, "awaitPromise": True}, session=True)
         if "exceptionDetails" in res:
             raise RuntimeError(res["exceptionDetails"])
         return res["result"].get("value")

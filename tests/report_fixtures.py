@@ -20,37 +20,95 @@ def header(exp: str, device: str, description: str = "", seed: int = 0) -> dict:
     if device == "cuda":
         hardware["gpu"] = "Fixture GPU"
     attention = {n: {"name": n, "layout": l, "description": description or f"{n} (fixture)"} for n, l in DESIGNS.items()}
-    config = {"exp": {"name": exp, "description": f"fixture for {exp}"}, "model": {"d_model": 64, "n_layers": 8,
-              "n_heads": 2, "head_dim": 32, "n_experts": 4, "top_k_experts": 2}, "attention": attention,
-              "seed": seed, "device": device}
-    return {"type": "header", "exp": exp, "config_hash": f"fixture{device}{seed}", "started": "2026-01-01T00:00:00+00:00",
-            "git": {"commit": "0" * 40, "dirty": False}, "versions": {"python": "3.11", "torch": "2.13.0"},
-            "hardware": hardware, "config": config}
+    config = {
+        "exp": {"name": exp, "description": f"fixture for {exp}"},
+        "model": {"d_model": 64, "n_layers": 8, "n_heads": 2, "head_dim": 32, "n_experts": 4, "top_k_experts": 2},
+        "attention": attention,
+        "seed": seed,
+        "device": device,
+    }
+    return {
+        "type": "header",
+        "exp": exp,
+        "config_hash": f"fixture{device}{seed}",
+        "started": "2026-01-01T00:00:00+00:00",
+        "git": {"commit": "0" * 40, "dirty": False},
+        "versions": {"python": "3.11", "torch": "2.13.0"},
+        "hardware": hardware,
+        "config": config,
+    }
 
 
 def records(exp: str, device: str = "cpu", seed: int = 0) -> list[dict]:
     out = []
 
     def rec(design, metric, value, unit, status="measured", **kw):
-        out.append({"type": "record", "exp": exp, "design": design, "layout": DESIGNS.get(design, ""), "metric": metric,
-                    "value": value, "unit": unit, "status": status, "seed": seed, "device": device,
-                    "config_hash": f"fixture{device}{seed}", "time": "2026-01-01T00:10:00+00:00",
-                    "note": FIXTURE_NOTE, **kw})
+        out.append(
+            {
+                "type": "record",
+                "exp": exp,
+                "design": design,
+                "layout": DESIGNS.get(design, ""),
+                "metric": metric,
+                "value": value,
+                "unit": unit,
+                "status": status,
+                "seed": seed,
+                "device": device,
+                "config_hash": f"fixture{device}{seed}",
+                "time": "2026-01-01T00:10:00+00:00",
+                "note": FIXTURE_NOTE,
+                **kw,
+            }
+        )
 
     rule = {"name": "fixture rule", "token_budget": 5_000_000, "patience": 3000, "floor": 0.95, "advance_at": 0.9}
     # Training: every design passed the whole curriculum (trained to 512) but lightning, which passed none.
     learned_k = {"softmax": 199, "msa": 198, "lightning_hybrid": 190, "swa_hybrid": 185, "lightning": 30}
     for name in DESIGNS:
         done = name != "lightning"
-        rec(name, "train/steps_to_floor", 900 if done else None, "steps", steps=900 if done else 3000, tokens=4_000_000,
-            rule=rule, train_len=512 if done else 0, stop_reason="fixture", train_status="done" if done else "stalled",
-            final_stage=6 if done else 1, n_stages=6, source="fixture/record.json")
+        rec(
+            name,
+            "train/steps_to_floor",
+            900 if done else None,
+            "steps",
+            steps=900 if done else 3000,
+            tokens=4_000_000,
+            rule=rule,
+            train_len=512 if done else 0,
+            stop_reason="fixture",
+            train_status="done" if done else "stalled",
+            final_stage=6 if done else 1,
+            n_stages=6,
+            source="fixture/record.json",
+        )
         k = learned_k[name]
-        rec(name, "train/acc", k / 200, "fraction", task="niah_multikey", context_len=512 if done else 24, n=200,
-            ci_low=max(0, k / 200 - 0.05), ci_high=min(1, k / 200 + 0.05), train_len=512 if done else 0)
+        rec(
+            name,
+            "train/acc",
+            k / 200,
+            "fraction",
+            task="niah_multikey",
+            context_len=512 if done else 24,
+            n=200,
+            ci_low=max(0, k / 200 - 0.05),
+            ci_high=min(1, k / 200 + 0.05),
+            train_len=512 if done else 0,
+        )
         for hops in (1, 2, 3, 4):
-            rec(name, "train/acc", (k - 10 * hops) / 200, "fraction", task="multihop", hop_task="chain", hops=hops,
-                scoring="final value", context_len=512 if done else 24, n=200, train_len=512 if done else 0)
+            rec(
+                name,
+                "train/acc",
+                (k - 10 * hops) / 200,
+                "fraction",
+                task="multihop",
+                hop_task="chain",
+                hops=hops,
+                scoring="final value",
+                context_len=512 if done else 24,
+                n=200,
+                train_len=512 if done else 0,
+            )
         rec(name, "params/total", 160_000 + 1000 * len(DESIGNS[name]), "count")
         rec(name, "params/active", 100_000, "count")
         rec(name, "params/attention", 25_000, "count")
@@ -69,31 +127,62 @@ def records(exp: str, device: str = "cpu", seed: int = 0) -> list[dict]:
                 else:
                     a = max(0.0, acc - (0.1 * (length > 512)) * (name != "softmax"))
                     rec(name, "niah/acc", a, "fraction", ci_low=max(0, a - 0.05), ci_high=min(1, a + 0.05), **kw)
-    rec("lightning_hybrid", "niah/acc", None, "fraction", "skipped", task="niah_multikey", context_len=4096, train_len=512,
-        note="fixture: over the memory budget")  # a whole length skipped: no depth
+    rec(
+        "lightning_hybrid",
+        "niah/acc",
+        None,
+        "fraction",
+        "skipped",
+        task="niah_multikey",
+        context_len=4096,
+        train_len=512,
+        note="fixture: over the memory budget",
+    )  # a whole length skipped: no depth
     for name, acc in (("softmax", 0.9), ("lightning_hybrid", 0.6), ("swa_hybrid", 0.5), ("msa", 0.85)):
         for length in (512, 1024):
             for hops in (1, 2, 3, 4):
-                a = acc / hops ** 0.3
-                rec(name, "multihop/acc", a, "fraction", task="multihop", hop_task="chain", scoring="final value", hops=hops,
-                    context_len=length, n=200, ci_low=a - 0.04, ci_high=a + 0.04, train_len=512)
+                a = acc / hops**0.3
+                rec(
+                    name,
+                    "multihop/acc",
+                    a,
+                    "fraction",
+                    task="multihop",
+                    hop_task="chain",
+                    scoring="final value",
+                    hops=hops,
+                    context_len=length,
+                    n=200,
+                    ci_low=a - 0.04,
+                    ci_high=a + 0.04,
+                    train_len=512,
+                )
     # Latency: measured up to 64K, projected past it; softmax quadratic, lightning linear.
     for name, per, per_dec in (("softmax", 2e-7, 1e-5), ("lightning", 4e-3, None), ("msa", 2e-3, 2e-6)):
         for length in (1024, 4096, 16384, 65536, 131072, 1048576):
-            ms = per * length ** 2 if name == "softmax" else per * length + (1e-9 * length ** 2 if name == "msa" else 0)
+            ms = per * length**2 if name == "softmax" else per * length + (1e-9 * length**2 if name == "msa" else 0)
             dec = 0.05 + per_dec * length if per_dec else 0.2
             status = "measured" if length <= 65536 else "projected"
             kw = dict(context_len=length, scope="layer", op=name, backend="reference", dtype="bfloat16")
             rec(name, "latency/prefill_ms", ms, "ms", status, p25_ms=ms * 0.95, p75_ms=ms * 1.05, **kw)
             rec(name, "latency/decode_ms", dec, "ms", status, **kw)
-    rec("softmax", "latency/prefill_ms", None, "ms", "skipped", context_len=4194304, scope="layer",
-        note="fixture: over the memory budget")
+    rec("softmax", "latency/prefill_ms", None, "ms", "skipped", context_len=4194304, scope="layer", note="fixture: over the memory budget")
     # Streaming prefill against the roofline; one timing taken under load (noisy).
     for name, per in (("softmax", 1e-9), ("lightning_hybrid", 0.0)):
         for length in (1024, 16384, 262144):
-            s = 2e-5 * length + per * length ** 2
-            rec(name, "eval/prefill_s", s, "s", context_len=length, roofline_s=s / 4, peak_fraction=0.25,
-                gflop_per_s=30.0, noisy=name == "softmax" and length == 16384, load=3.1 if length == 16384 else 0.4)
+            s = 2e-5 * length + per * length**2
+            rec(
+                name,
+                "eval/prefill_s",
+                s,
+                "s",
+                context_len=length,
+                roofline_s=s / 4,
+                peak_fraction=0.25,
+                gflop_per_s=30.0,
+                noisy=name == "softmax" and length == 16384,
+                load=3.1 if length == 16384 else 0.4,
+            )
     rec("lightning", "crossover/prefill_len", 4096, "tokens", "projected", vs="softmax", method="analytic", bracket=[2048, 8192])
     rec("lightning", "crossover/prefill_len", 32768, "tokens", "measured", vs="softmax", method="measured", bracket=[16384, 65536])
     rec("lightning", "crossover/decode_len", 16384, "tokens", "measured", vs="softmax", method="measured", bracket=[8192, 32768])
@@ -104,21 +193,36 @@ def records(exp: str, device: str = "cpu", seed: int = 0) -> list[dict]:
     for preset, per_tok in (("minimax_text_01", 40960), ("minimax_m2", 253952), ("minimax_m3", 116736)):
         rec("preset", "memory/cache_bytes_per_token", per_tok, "bytes", "projected", preset=preset, dtype="bf16")
         for length in (131072, 1048576, 4194304):
-            rec("preset", "memory/total_bytes", per_tok * length, "bytes", "projected", preset=preset, dtype="bf16",
-                context_len=length)
+            rec("preset", "memory/total_bytes", per_tok * length, "bytes", "projected", preset=preset, dtype="bf16", context_len=length)
     for phase, k in (("prefill", 8.0), ("decode", 13.0)):
         for length in (65536, 262144, 1048576):
-            rec("msa", f"msa_speedup/{phase}", k * length / 1048576 + 1, "x", "projected", context_len=length,
-                method="analytic", hardware="H100 (fixture)")
+            rec(
+                "msa",
+                f"msa_speedup/{phase}",
+                k * length / 1048576 + 1,
+                "x",
+                "projected",
+                context_len=length,
+                method="analytic",
+                hardware="H100 (fixture)",
+            )
             if length <= 262144:
-                rec("msa", f"msa_speedup/{phase}", 0.8 * (k * length / 1048576 + 1), "x", context_len=length,
-                    method="measured", hardware=device)
+                rec(
+                    "msa",
+                    f"msa_speedup/{phase}",
+                    0.8 * (k * length / 1048576 + 1),
+                    "x",
+                    context_len=length,
+                    method="measured",
+                    hardware=device,
+                )
     rec("msa", "smoke/custom_metric", 0.5, "ratio")
     return out
 
 
-def write_run(run_dir: Path, exp: str = "fixture", device: str = "cpu", seed: int = 0, description: str = "",
-              footer: str | None = "completed") -> Path:
+def write_run(
+    run_dir: Path, exp: str = "fixture", device: str = "cpu", seed: int = 0, description: str = "", footer: str | None = "completed"
+) -> Path:
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     lines = [header(exp, device, description, seed), *records(exp, device, seed)]

@@ -57,11 +57,14 @@ def test_bad_config_stops_with_one_line(tmp_path, override, field):
     assert not (tmp_path / "run" / "results.jsonl").exists()
 
 
-@pytest.mark.parametrize("override, line", [
-    ("device=gpu", "device='gpu': one of auto, cpu, cuda"),
-    ("train.parallel=mpi", "train.parallel='mpi': one of none, ddp, fsdp"),
-    ("kernels.ops=[softmax,flash]", "kernels.ops[1]='flash': one of softmax, lightning, sliding_window, msa"),
-])
+@pytest.mark.parametrize(
+    "override, line",
+    [
+        ("device=gpu", "device='gpu': one of auto, cpu, cuda"),
+        ("train.parallel=mpi", "train.parallel='mpi': one of none, ddp, fsdp"),
+        ("kernels.ops=[softmax,flash]", "kernels.ops[1]='flash': one of softmax, lightning, sliding_window, msa"),
+    ],
+)
 def test_a_value_outside_a_fixed_set_fails_at_compose_in_the_one_line_form(override, line):
     """Enum fields (attnbench/config/choices.py): OmegaConf refuses the value, the CLI names field, value, choices."""
     from attnbench.cli import config_error
@@ -112,8 +115,9 @@ def test_bad_input_stops_in_one_line_and_leaves_nothing(tmp_path, case, args, fi
     if not any(a.startswith("hydra.run.dir=") for a in overrides):
         overrides.append(f"hydra.run.dir={tmp_path}/run")
     before = sorted(tmp_path.rglob("*"))
-    res = subprocess.run([sys.executable, "-m", "attnbench", *overrides], cwd=tmp_path, capture_output=True, text=True,
-                         timeout=120, env=env)
+    res = subprocess.run(
+        [sys.executable, "-m", "attnbench", *overrides], cwd=tmp_path, capture_output=True, text=True, timeout=120, env=env
+    )
     lines = [l for l in res.stderr.splitlines() if l.strip()]
     assert res.returncode == 2 and len(lines) == 1 and "Traceback" not in res.stderr, (case, res.stderr[-3000:])
     assert lines[0].startswith("attnbench: ") and field in lines[0], (case, lines[0])
@@ -122,8 +126,15 @@ def test_bad_input_stops_in_one_line_and_leaves_nothing(tmp_path, case, args, fi
 
 def results_file(tmp_path: Path) -> Path:
     """A real results file of a one-design smoke run."""
-    res = run_cli("+exp=smoke", "design=softmax", "threads=1", "report.enabled=false", "wandb.mode=disabled",
-                  f"hydra.run.dir={tmp_path}/run", cwd=tmp_path)
+    res = run_cli(
+        "+exp=smoke",
+        "design=softmax",
+        "threads=1",
+        "report.enabled=false",
+        "wandb.mode=disabled",
+        f"hydra.run.dir={tmp_path}/run",
+        cwd=tmp_path,
+    )
     assert res.returncode == 0, res.stderr[-3000:]
     return tmp_path / "run" / "results.jsonl"
 
@@ -134,12 +145,14 @@ def test_report_inputs_get_one_line(tmp_path):
     good = path.read_bytes()
     (tmp_path / "notes.txt").write_text("not results\n")
     n = good.count(b"\n") + 1  # the number of the line added
-    cases = [("a non-UTF-8 byte", good + b"\xff\xfe\n", ["{run}"], f"line {n}: not UTF-8"),
-             ("a line holding 123", good + b"123\n", ["{run}"], f"line {n}: not a JSON object"),
-             ("the results file itself, damaged", good + b"123\n", ["{run}/results.jsonl"], f"line {n}: not a JSON object"),
-             ("a file that is not results", good, ["{tmp}/notes.txt"], "not an attnbench results file"),
-             ("a path that does not exist", good, ["{tmp}/nothing"], "no such file"),
-             ("--out is a file", good, ["{run}", "--out", "{tmp}/notes.txt"], "is a file")]
+    cases = [
+        ("a non-UTF-8 byte", good + b"\xff\xfe\n", ["{run}"], f"line {n}: not UTF-8"),
+        ("a line holding 123", good + b"123\n", ["{run}"], f"line {n}: not a JSON object"),
+        ("the results file itself, damaged", good + b"123\n", ["{run}/results.jsonl"], f"line {n}: not a JSON object"),
+        ("a file that is not results", good, ["{tmp}/notes.txt"], "not an attnbench results file"),
+        ("a path that does not exist", good, ["{tmp}/nothing"], "no such file"),
+        ("--out is a file", good, ["{run}", "--out", "{tmp}/notes.txt"], "is a file"),
+    ]
     for case, data, argv, want in cases:
         path.write_bytes(data)
         argv = [a.format(run=path.parent, tmp=tmp_path) for a in argv]
@@ -186,11 +199,15 @@ def test_smoke_runs_end_to_end(tmp_path):
 
 @pytest.mark.slow
 def test_ctrl_c_leaves_a_partial_report_and_disabled_wandb_writes_nothing(tmp_path):
-    proc = subprocess.Popen([sys.executable, "-m", "attnbench", "+exp=smoke", "report.pdf=false", "wandb.mode=disabled",
-                             f"hydra.run.dir={tmp_path}/run"], cwd=tmp_path, stdout=subprocess.PIPE,
-                            # a shell's background job (nohup ... &) ignores SIGINT, and so would the child
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-                            stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "attnbench", "+exp=smoke", "report.pdf=false", "wandb.mode=disabled", f"hydra.run.dir={tmp_path}/run"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        # a shell's background job (nohup ... &) ignores SIGINT, and so would the child
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     results = tmp_path / "run" / "results.jsonl"
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:  # wait for the first design's records, then press Ctrl-C
@@ -210,10 +227,23 @@ def test_ctrl_c_leaves_a_partial_report_and_disabled_wandb_writes_nothing(tmp_pa
 
 def test_sigterm_finishes_like_ctrl_c_with_exit_143_and_a_partial_report(tmp_path):
     """SIGTERM (SLURM, Docker, `timeout`): the current cell stays whole, footer, partial report, 143."""
-    proc = subprocess.Popen([sys.executable, "-m", "attnbench", "+exp=smoke", "threads=1", "report.pdf=false",
-                             "wandb.mode=disabled", f"hydra.run.dir={tmp_path}/run"], cwd=tmp_path, stdout=subprocess.PIPE,
-                            preexec_fn=lambda: signal.signal(signal.SIGTERM, signal.SIG_DFL),
-                            stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "attnbench",
+            "+exp=smoke",
+            "threads=1",
+            "report.pdf=false",
+            "wandb.mode=disabled",
+            f"hydra.run.dir={tmp_path}/run",
+        ],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        preexec_fn=lambda: signal.signal(signal.SIGTERM, signal.SIG_DFL),
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     results = tmp_path / "run" / "results.jsonl"
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:  # wait for the first design's records, then send SIGTERM

@@ -58,15 +58,36 @@ def invalid(draw):
         kv = draw(st.integers(2, 64).filter(lambda k: heads % k))
         return [f"+exp={exp}", f"model.n_heads={heads}", f"model.n_kv_heads={kv}"], "model.n_kv_heads"
     if kind == 6:
-        n = draw(st.integers(-10**9, 15))
+        n = draw(st.integers(-(10**9), 15))
         return [f"+exp={exp}", f"eval.context_lens=[1024,{n}]"], "eval.context_lens[1]"
     if kind == 7:
         word = draw(st.text(alphabet=string.ascii_letters, min_size=1, max_size=8).filter(lambda s: s.lower() not in ("s", "m", "h")))
         return [f"+exp={exp}", f"exp.budget={word}"], "exp.budget"
     if kind == 8:
-        key = draw(names.filter(lambda s: s not in ("name", "d_model", "n_layers", "n_heads", "n_kv_heads", "head_dim",
-                                                   "rotary_frac", "rope_base", "n_experts", "top_k_experts", "d_expert",
-                                                   "balance_coef", "vocab_size", "tie_embeddings", "init_std")))
+        key = draw(
+            names.filter(
+                lambda s: (
+                    s
+                    not in (
+                        "name",
+                        "d_model",
+                        "n_layers",
+                        "n_heads",
+                        "n_kv_heads",
+                        "head_dim",
+                        "rotary_frac",
+                        "rope_base",
+                        "n_experts",
+                        "top_k_experts",
+                        "d_expert",
+                        "balance_coef",
+                        "vocab_size",
+                        "tie_embeddings",
+                        "init_std",
+                    )
+                )
+            )
+        )
         return [f"+exp={exp}", f"model.{key}=1"], f"model.{key}"
     if kind == 9:
         word = draw(st.text(alphabet=string.ascii_letters, min_size=1, max_size=6))
@@ -80,7 +101,7 @@ def invalid(draw):
     if kind == 12:
         return [f"+exp={exp}", f"train.lr={draw(st.floats(-1.0, 0.0))}"], "train.lr"
     if kind == 13:
-        seed = draw(st.one_of(st.integers(-10**12, -1), st.integers(MAX_SEED + 1, 10**15)))
+        seed = draw(st.one_of(st.integers(-(10**12), -1), st.integers(MAX_SEED + 1, 10**15)))
         return [f"+exp={exp}", f"seed={seed}"], "seed"
     if kind == 14:
         threads = draw(st.one_of(st.integers((os.cpu_count() or 1) + 1, 100_000), st.integers(-1000, -1)))
@@ -107,8 +128,12 @@ def bad_directory(draw):
 @st.composite
 def bad_report(draw):
     """(kind, what damages the results file, which line, junk bytes) for the report command."""
-    return (draw(st.integers(0, REPORT_KINDS)), draw(st.sampled_from(DAMAGE)), draw(st.integers(0, 5)),
-            draw(st.binary(min_size=1, max_size=40)))
+    return (
+        draw(st.integers(0, REPORT_KINDS)),
+        draw(st.sampled_from(DAMAGE)),
+        draw(st.integers(0, 5)),
+        draw(st.binary(min_size=1, max_size=40)),
+    )
 
 
 def one_line(message: str | None, case) -> str:
@@ -156,11 +181,26 @@ def test_unusable_directories_get_one_line_before_anything_is_created(case):
 
 def damaged_results(path: Path, damage: str, at: int, junk: bytes) -> None:
     """A small results file (header, one cell of 3 records, footer), then one line damaged."""
-    recs = [{"type": "record", "exp": "smoke", "design": "softmax", "layout": "S", "metric": f"smoke/m{i}",
-             "value": 0.5 + i, "unit": "ratio", "status": "measured", "cell": "c0ffee"} for i in range(3)]
-    objs = [{"type": "header", "exp": "smoke", "config_hash": "h", "config": {}}, *recs,
-            {"type": "commit", "cell": "c0ffee", "coords": {"design": "softmax"}, "records": 3},
-            {"type": "footer", "exp": "smoke", "status": "completed", "wall_s": 1.0}]
+    recs = [
+        {
+            "type": "record",
+            "exp": "smoke",
+            "design": "softmax",
+            "layout": "S",
+            "metric": f"smoke/m{i}",
+            "value": 0.5 + i,
+            "unit": "ratio",
+            "status": "measured",
+            "cell": "c0ffee",
+        }
+        for i in range(3)
+    ]
+    objs = [
+        {"type": "header", "exp": "smoke", "config_hash": "h", "config": {}},
+        *recs,
+        {"type": "commit", "cell": "c0ffee", "coords": {"design": "softmax"}, "records": 3},
+        {"type": "footer", "exp": "smoke", "status": "completed", "wall_s": 1.0},
+    ]
     lines = [encode_line(o) for o in objs]
     i = 1 + at % (len(lines) - 1)  # never the header: a file without one is another kind
     if damage == "garbled":  # still valid JSON, one value changed: only the checksum tells
@@ -206,4 +246,3 @@ def test_every_bad_report_input_gets_one_line(case):
         assert want in message, (case, message)
         if kind == REPORT_KINDS:  # the report is written anyway, the damage flagged in it
             assert "Damaged results" in (tmp / "run" / "report.html").read_text()
-

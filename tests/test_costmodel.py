@@ -18,8 +18,19 @@ from attnbench.bench.presets import M3, PRESETS, Arch
 from attnbench.bench.workloads import op_call
 from attnbench.designs import op_of
 
-SCALED = Arch(name="scaled", layout="S", d_model=512, n_heads=8, n_kv_heads=2, head_dim=64, window=1024,
-              block_size=128, top_k=16, index_heads=2, index_dim=32)
+SCALED = Arch(
+    name="scaled",
+    layout="S",
+    d_model=512,
+    n_heads=8,
+    n_kv_heads=2,
+    head_dim=64,
+    window=1024,
+    block_size=128,
+    top_k=16,
+    index_heads=2,
+    index_dim=32,
+)
 CPU = torch.device("cpu")
 
 
@@ -66,9 +77,18 @@ def test_profiles_roofline_orders_hardware():
     assert t["h200"] <= t["h100"] < t["a100"]
 
 
-@pytest.mark.parametrize("letter, phase, n", [("S", "decode", 4096), ("W", "prefill", 4096), ("W", "decode", 4096),
-                                              ("L", "prefill", 4096), ("L", "decode", 4096), ("M", "prefill", 1024),
-                                              ("M", "decode", 16384)])
+@pytest.mark.parametrize(
+    "letter, phase, n",
+    [
+        ("S", "decode", 4096),
+        ("W", "prefill", 4096),
+        ("W", "decode", 4096),
+        ("L", "prefill", 4096),
+        ("L", "decode", 4096),
+        ("M", "prefill", 1024),
+        ("M", "decode", 16384),
+    ],
+)
 def test_reference_op_counts_follow_the_code(letter, phase, n):
     """The model's torch-op counts (launches) of the references agree with the dispatcher's count."""
     fn = op_call(letter, phase, n, SCALED, batch=1, dtype=torch.float32, device=CPU, backend="reference")

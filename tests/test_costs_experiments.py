@@ -41,8 +41,9 @@ def test_hardware_profiles_are_shipped():
 
 
 def test_kv_memory_records_published_figures_and_equal_bytes(tmp_path):
-    res = run_cli("+exp=kv_memory", "exp.designs=[softmax,lightning_hybrid,msa]", f"hydra.run.dir={tmp_path}/run",
-                  cwd=tmp_path, timeout=300)
+    res = run_cli(
+        "+exp=kv_memory", "exp.designs=[softmax,lightning_hybrid,msa]", f"hydra.run.dir={tmp_path}/run", cwd=tmp_path, timeout=300
+    )
     assert res.returncode == 0, res.stderr[-3000:]
     recs = records(tmp_path / "run")
     per_token = {(r["design"], r["dtype"]): r for r in recs if r["metric"] == "memory/cache_bytes_per_token"}
@@ -59,10 +60,20 @@ def test_kv_memory_records_published_figures_and_equal_bytes(tmp_path):
 
 @pytest.mark.slow
 def test_crossover_end_to_end_on_tiny_lengths(tmp_path):
-    res = run_cli("+exp=crossover", "bench.prefill_lens=[256,512]", "bench.decode_lens=[256,2048]",
-                  "bench.validate_from=256", "bench.profiles=[h200]", "bench.min_run_time=0.05", "bench.repeats=2",
-                  "attention.sliding_window.window=512", "attention.swa_hybrid.window=512",
-                  f"hydra.run.dir={tmp_path}/run", cwd=tmp_path, timeout=600)
+    res = run_cli(
+        "+exp=crossover",
+        "bench.prefill_lens=[256,512]",
+        "bench.decode_lens=[256,2048]",
+        "bench.validate_from=256",
+        "bench.profiles=[h200]",
+        "bench.min_run_time=0.05",
+        "bench.repeats=2",
+        "attention.sliding_window.window=512",
+        "attention.swa_hybrid.window=512",
+        f"hydra.run.dir={tmp_path}/run",
+        cwd=tmp_path,
+        timeout=600,
+    )
     assert res.returncode == 0, res.stderr[-3000:]
     recs = records(tmp_path / "run")
     lat = [r for r in recs if r["metric"].startswith("latency/")]
@@ -73,8 +84,12 @@ def test_crossover_end_to_end_on_tiny_lengths(tmp_path):
         if r["status"] == "measured":
             assert r["p25_ms"] <= r["value"] <= r["p75_ms"] and r["load"] >= 0
     assert any(r["metric"] == "calibration/matmul_flops" for r in recs)
-    assert {r["op"] for r in recs if r["metric"] == "gate/rel_error" and r["status"] == "measured"} == \
-        {"softmax", "lightning", "sliding_window", "msa"}
+    assert {r["op"] for r in recs if r["metric"] == "gate/rel_error" and r["status"] == "measured"} == {
+        "softmax",
+        "lightning",
+        "sliding_window",
+        "msa",
+    }
     assert any(r["metric"] == "costmodel/rel_error" for r in recs)
     cross = [r for r in recs if r["metric"].startswith("crossover/")]
     for design in ("lightning", "lightning_hybrid", "sliding_window", "swa_hybrid", "msa"):
@@ -98,9 +113,18 @@ def test_crossover_end_to_end_on_tiny_lengths(tmp_path):
 
 @pytest.mark.slow
 def test_budget_skips_cells_instead_of_overrunning(tmp_path):
-    res = run_cli("+exp=crossover", "exp.designs=[softmax,lightning]", "exp.budget=1s", "bench.prefill_lens=[4096]",
-                  "bench.decode_lens=[4096]", "bench.profiles=[]", "bench.scopes=[op]",
-                  f"hydra.run.dir={tmp_path}/run", cwd=tmp_path, timeout=300)
+    res = run_cli(
+        "+exp=crossover",
+        "exp.designs=[softmax,lightning]",
+        "exp.budget=1s",
+        "bench.prefill_lens=[4096]",
+        "bench.decode_lens=[4096]",
+        "bench.profiles=[]",
+        "bench.scopes=[op]",
+        f"hydra.run.dir={tmp_path}/run",
+        cwd=tmp_path,
+        timeout=300,
+    )
     assert res.returncode == 0, res.stderr[-3000:]
     lat = [r for r in records(tmp_path / "run") if r["metric"].startswith("latency/")]
     assert lat and all(r["status"] == "skipped" and "budget" in r["reason"] for r in lat)
@@ -108,9 +132,18 @@ def test_budget_skips_cells_instead_of_overrunning(tmp_path):
 
 @pytest.mark.slow
 def test_msa_speedup_end_to_end(tmp_path):
-    res = run_cli("+exp=msa_speedup", "bench.prefill_lens=[256]", "bench.decode_lens=[1024]", "bench.min_run_time=0.05",
-                  "bench.repeats=2", "bench.profiles=[h200]", "bench.memory_lens=[131072,1048576]",
-                  f"hydra.run.dir={tmp_path}/run", cwd=tmp_path, timeout=600)
+    res = run_cli(
+        "+exp=msa_speedup",
+        "bench.prefill_lens=[256]",
+        "bench.decode_lens=[1024]",
+        "bench.min_run_time=0.05",
+        "bench.repeats=2",
+        "bench.profiles=[h200]",
+        "bench.memory_lens=[131072,1048576]",
+        f"hydra.run.dir={tmp_path}/run",
+        cwd=tmp_path,
+        timeout=600,
+    )
     assert res.returncode == 0, res.stderr[-3000:]
     recs = records(tmp_path / "run")
     pred = [r for r in recs if r["metric"] in ("msa_speedup/prefill", "msa_speedup/decode") and r["method"] == "analytic"]

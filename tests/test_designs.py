@@ -36,8 +36,12 @@ def test_the_letter_mapping_is_written_only_in_the_registry():
     """A dict from a letter to a design name ("S": "softmax") anywhere else is a second copy."""
     names = "|".join(d.name for d in designs.DESIGNS.values())
     pattern = re.compile(rf"""["'][A-Z]["']\s*:\s*["']({names})["']""")
-    copies = [str(p.relative_to(ROOT)) for folder in ("attnbench", "kernels") for p in (ROOT / folder).rglob("*.py")
-              if pattern.search(p.read_text())]
+    copies = [
+        str(p.relative_to(ROOT))
+        for folder in ("attnbench", "kernels")
+        for p in (ROOT / folder).rglob("*.py")
+        if pattern.search(p.read_text())
+    ]
     assert copies == []
 
 

@@ -30,12 +30,29 @@ from helpers import compose_cfg
 # (a balance loss of per-process batches instead of the global batch moves the curve by ~1e-3),
 # and 11 rows split 6 + 5 (a mean of per-process means is not the global mean).
 TINY = [
-    "exp.designs=[softmax]", "design=softmax",
-    "model.d_model=32", "model.n_layers=2", "model.n_heads=2", "model.n_kv_heads=1", "model.head_dim=16",
-    "model.d_expert=32", "model.n_experts=2", "model.top_k_experts=1", "model.balance_coef=1.0",
-    "task.n_keys=8", "task.n_values=8", "task.n_filler=8", "eval.chains=1",
-    "train.batch=11", "train.lr=3e-3", "train.warmup=3", "train.window=10", "train.log_every=1",
-    "train.checkpoint_every=4", "train.patience=100000", "train.max_steps=200",
+    "exp.designs=[softmax]",
+    "design=softmax",
+    "model.d_model=32",
+    "model.n_layers=2",
+    "model.n_heads=2",
+    "model.n_kv_heads=1",
+    "model.head_dim=16",
+    "model.d_expert=32",
+    "model.n_experts=2",
+    "model.top_k_experts=1",
+    "model.balance_coef=1.0",
+    "task.n_keys=8",
+    "task.n_values=8",
+    "task.n_filler=8",
+    "eval.chains=1",
+    "train.batch=11",
+    "train.lr=3e-3",
+    "train.warmup=3",
+    "train.window=10",
+    "train.log_every=1",
+    "train.checkpoint_every=4",
+    "train.patience=100000",
+    "train.max_steps=200",
     "train.stages=[{n_keys: 8, n_values: 8, n_filler: 8, n_pairs: 2, context_len: 12, n_queries: 2}]",
 ]
 TOKENS_PER_STEP = 11 * 14  # rows x (context 12 + 2 queries)
@@ -71,6 +88,7 @@ def test_micro_batches_take_the_whole_batch_step(cache):
 @pytest.mark.parametrize("world, micro", [(1, 0), (2, 0), (2, 2), (3, 1), (4, 3)])
 def test_rows_of_a_global_batch_are_split_once(world, micro):
     """Every row of a step goes to exactly one micro-batch of one process; same count on every process."""
+
     class Tc:
         parallel, micro_batch, tokens_per_step = "none", micro, 1024
 
@@ -123,9 +141,21 @@ def test_parallel_settings_do_not_change_keys_or_run_hashes():
 
 
 def torchrun(parallel: str, cache: Path, run_dir: Path, *overrides: str) -> subprocess.Popen:
-    cmd = [str(Path(sys.executable).with_name("torchrun")), "--standalone", "--nproc_per_node=2", "-m", "attnbench",
-           "+exp=train", *TINY, f"train.parallel={parallel}", "threads=1", "wandb.mode=disabled",
-           "report.enabled=false", f"hydra.run.dir={run_dir}", *overrides]
+    cmd = [
+        str(Path(sys.executable).with_name("torchrun")),
+        "--standalone",
+        "--nproc_per_node=2",
+        "-m",
+        "attnbench",
+        "+exp=train",
+        *TINY,
+        f"train.parallel={parallel}",
+        "threads=1",
+        "wandb.mode=disabled",
+        "report.enabled=false",
+        f"hydra.run.dir={run_dir}",
+        *overrides,
+    ]
     env = {**os.environ, "ATTNBENCH_CACHE": str(cache), "OMP_NUM_THREADS": "1"}
     return subprocess.Popen(cmd, cwd=run_dir.parent, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 

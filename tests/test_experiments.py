@@ -26,16 +26,48 @@ EXPS = sorted(p.stem for p in resources.files("attnbench.conf").joinpath("exp").
 STATUSES = {"measured", "projected", "analytic", "skipped", "failed"}
 
 # A training run of a few steps on a tiny backbone and a one-stage curriculum.
-TINY_MODEL = ["model.d_model=32", "model.n_heads=2", "model.n_kv_heads=1", "model.head_dim=16", "model.d_expert=32",
-              "model.n_experts=2", "model.top_k_experts=1"]
-TINY_TRAIN = ["task.n_keys=16", "task.n_values=16", "task.n_filler=8", "train.batch=8", "train.max_steps=3",
-              "train.warmup=1", "train.window=2", "train.log_every=1", "train.checkpoint_every=2",
-              "train.stages=[{n_keys: 8, n_values: 8, n_filler: 8, n_pairs: 2, context_len: 12, n_queries: 2}]"]
-TINY_BENCH = ["bench.min_run_time=0.01", "bench.repeats=1", "bench.profiles=[h200]", "model.d_model=64", "model.n_heads=2",
-              "model.n_kv_heads=1", "model.head_dim=32", "model.d_expert=64", "model.n_experts=2", "model.top_k_experts=1"]
-TINY_KERNELS = ["kernels.min_run_time=0.01", "kernels.baselines=[sdpa]", "kernels.shapes.lengths=[128]",
-                "kernels.shapes.check_lengths=[100]", "kernels.shapes.window=32", "kernels.shapes.block_size=16",
-                "kernels.shapes.top_k=2"]
+TINY_MODEL = [
+    "model.d_model=32",
+    "model.n_heads=2",
+    "model.n_kv_heads=1",
+    "model.head_dim=16",
+    "model.d_expert=32",
+    "model.n_experts=2",
+    "model.top_k_experts=1",
+]
+TINY_TRAIN = [
+    "task.n_keys=16",
+    "task.n_values=16",
+    "task.n_filler=8",
+    "train.batch=8",
+    "train.max_steps=3",
+    "train.warmup=1",
+    "train.window=2",
+    "train.log_every=1",
+    "train.checkpoint_every=2",
+    "train.stages=[{n_keys: 8, n_values: 8, n_filler: 8, n_pairs: 2, context_len: 12, n_queries: 2}]",
+]
+TINY_BENCH = [
+    "bench.min_run_time=0.01",
+    "bench.repeats=1",
+    "bench.profiles=[h200]",
+    "model.d_model=64",
+    "model.n_heads=2",
+    "model.n_kv_heads=1",
+    "model.head_dim=32",
+    "model.d_expert=64",
+    "model.n_experts=2",
+    "model.top_k_experts=1",
+]
+TINY_KERNELS = [
+    "kernels.min_run_time=0.01",
+    "kernels.baselines=[sdpa]",
+    "kernels.shapes.lengths=[128]",
+    "kernels.shapes.check_lengths=[100]",
+    "kernels.shapes.window=32",
+    "kernels.shapes.block_size=16",
+    "kernels.shapes.top_k=2",
+]
 # The overrides that make each experiment tiny; the exp's own budget is cut so a slow cell is
 # recorded skipped rather than run.
 TINY: dict[str, list[str]] = {
@@ -45,14 +77,39 @@ TINY: dict[str, list[str]] = {
     "train": ["exp.designs=[softmax]", *TINY_MODEL, "model.n_layers=2", *TINY_TRAIN],
     "plateau_probe": ["exp.designs=[lightning_hybrid]", *TINY_MODEL, *TINY_TRAIN],
     "train_gpu": [],  # records every design skipped where torch sees no CUDA device
-    "position_probe": [*TINY_MODEL, *TINY_TRAIN, "eval.context_lens=[64]", "eval.depths=[0.5]", "eval.haystacks=1",
-                       "eval.train_len_samples=2"],
-    "needle_4m": ["exp.designs=[softmax]", "eval.context_lens=[1024]", "eval.depths=[0.5]", "eval.haystacks=1",
-                  "eval.haystacks_short=1", "eval.train_len_samples=2"],
-    "multihop": ["exp.designs=[softmax]", "eval.context_lens=[1024]", "eval.hops=[1]", "eval.chains=1", "eval.haystacks=1",
-                 "eval.haystacks_short=1", "eval.train_len_samples=2"],
-    "crossover": ["exp.designs=[softmax,lightning]", "bench.prefill_lens=[256]", "bench.decode_lens=[256]",
-                  "bench.validate_from=256", "bench.scopes=[op]", *TINY_BENCH],
+    "position_probe": [
+        *TINY_MODEL,
+        *TINY_TRAIN,
+        "eval.context_lens=[64]",
+        "eval.depths=[0.5]",
+        "eval.haystacks=1",
+        "eval.train_len_samples=2",
+    ],
+    "needle_4m": [
+        "exp.designs=[softmax]",
+        "eval.context_lens=[1024]",
+        "eval.depths=[0.5]",
+        "eval.haystacks=1",
+        "eval.haystacks_short=1",
+        "eval.train_len_samples=2",
+    ],
+    "multihop": [
+        "exp.designs=[softmax]",
+        "eval.context_lens=[1024]",
+        "eval.hops=[1]",
+        "eval.chains=1",
+        "eval.haystacks=1",
+        "eval.haystacks_short=1",
+        "eval.train_len_samples=2",
+    ],
+    "crossover": [
+        "exp.designs=[softmax,lightning]",
+        "bench.prefill_lens=[256]",
+        "bench.decode_lens=[256]",
+        "bench.validate_from=256",
+        "bench.scopes=[op]",
+        *TINY_BENCH,
+    ],
     "msa_speedup": ["bench.prefill_lens=[256]", "bench.decode_lens=[512]", "bench.memory_lens=[131072]", *TINY_BENCH],
     "kernels_cpu": ["kernels.ops=[lightning,sliding_window,msa]", *TINY_KERNELS],
     # on CPU, kernels_gpu is its dry run (Triton interpreter, tiny shapes): one op, one dtype

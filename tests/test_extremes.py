@@ -43,7 +43,7 @@ def test_softmax_over_a_million_keys():
     q = k[:, :, 12345:12346].clone() * 8  # a query that should find key 12345 among a million
     o = K.softmax_attn(q, k, v, scale=1.0)
     assert torch.isfinite(o).all()
-    scores = (k[0, 0].double() @ q[0, 0, 0].double())  # float64 truth
+    scores = k[0, 0].double() @ q[0, 0, 0].double()  # float64 truth
     p = torch.softmax(scores, dim=0)
     want = p @ v[0, 0].double()
     assert torch.allclose(o[0, 0, 0].double(), want, rtol=1e-4, atol=1e-5)

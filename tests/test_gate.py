@@ -31,6 +31,7 @@ def test_a_wrong_op_fails(monkeypatch):
 def test_a_wrong_block_choice_fails(monkeypatch):
     def worst_blocks(iq, ik, bs, k, backend):  # selects the lowest-scoring blocks instead
         return msa_select(-iq, ik, bs, k)
+
     monkeypatch.setattr(gate, "msa_select", worst_blocks)
     assert not gate.check("M", device=torch.device("cpu"))[0]
 

@@ -20,10 +20,18 @@ def records(run_dir):
 
 def test_kernels_cpu_times_every_reference_against_sdpa(tmp_path):
     run = tmp_path / "run"
-    res = run_cli("+exp=kernels_cpu", "kernels.shapes.lengths=[256,512]", "kernels.shapes.check_lengths=[300]",
-                  "kernels.shapes.window=64", "kernels.shapes.block_size=16", "kernels.min_run_time=0.05",
-                  "kernels.baselines=[sdpa]",  # FlexAttention's compile (~15 s) is left to the recorded runs
-                  f"hydra.run.dir={run}", cwd=tmp_path, timeout=300)
+    res = run_cli(
+        "+exp=kernels_cpu",
+        "kernels.shapes.lengths=[256,512]",
+        "kernels.shapes.check_lengths=[300]",
+        "kernels.shapes.window=64",
+        "kernels.shapes.block_size=16",
+        "kernels.min_run_time=0.05",
+        "kernels.baselines=[sdpa]",  # FlexAttention's compile (~15 s) is left to the recorded runs
+        f"hydra.run.dir={run}",
+        cwd=tmp_path,
+        timeout=300,
+    )
     assert res.returncode == 0, res.stderr[-3000:]
     recs = records(run)
     checks = [r for r in recs if r["metric"] == "kernels/check_err"]
@@ -32,8 +40,14 @@ def test_kernels_cpu_times_every_reference_against_sdpa(tmp_path):
     times = [r for r in recs if r["metric"] == "latency/prefill_ms"]
     for T in (256, 512):
         got = {(r["op"], r["backend"]) for r in times if r["context_len"] == T and r["status"] == "measured"}
-        assert got == {("softmax", "sdpa"), ("lightning", "reference"), ("sliding_window", "reference"),
-                       ("msa", "reference"), ("msa_select", "reference"), ("msa_attn", "reference")}
+        assert got == {
+            ("softmax", "sdpa"),
+            ("lightning", "reference"),
+            ("sliding_window", "reference"),
+            ("msa", "reference"),
+            ("msa_select", "reference"),
+            ("msa_attn", "reference"),
+        }
     for r in times:  # medians of 3+ calls with their spread and load; achieved GFLOP/s against the calibrated peak
         assert r["p25_ms"] <= r["value"] <= r["p75_ms"] and r["n"] >= 3 and len(r["loadavg"]) == 3, r
         assert isinstance(r["noisy"], bool) and r["load_before"] >= 0 and r["gflop_per_s"] > 0 and 0 < r["peak_fraction"], r
@@ -49,8 +63,9 @@ def test_kernels_gpu_dry_run_on_cpu(tmp_path):
     """The GPU script, complete, on the interpreter: every check passes, every op is timed."""
     run = tmp_path / "run"
     # FlexAttention compiles on CPU too, but takes ~10-20 s: the dry run leaves it out.
-    res = run_cli("+exp=kernels_gpu", "device=cpu", "kernels.baselines=[sdpa,flash_attn,fla]",
-                  f"hydra.run.dir={run}", cwd=tmp_path, timeout=600)
+    res = run_cli(
+        "+exp=kernels_gpu", "device=cpu", "kernels.baselines=[sdpa,flash_attn,fla]", f"hydra.run.dir={run}", cwd=tmp_path, timeout=600
+    )
     assert res.returncode == 0, res.stderr[-3000:]
     recs = records(run)
     assert all(r.get("dry_run") for r in recs)

@@ -160,8 +160,10 @@ def test_position_schemes_differ_where_they_should(cfg):
     from attnbench.model.common import Position
 
     q = torch.randn(1, 2, 5, cfg.model.head_dim, dtype=torch.float64)
-    by = {p: Position(cfg.model, variant(cfg, "softmax", position=p).attention.softmax, cfg.model.head_dim, 2)
-          for p in ("rope", "partial", "nope", "logn")}
+    by = {
+        p: Position(cfg.model, variant(cfg, "softmax", position=p).attention.softmax, cfg.model.head_dim, 2)
+        for p in ("rope", "partial", "nope", "logn")
+    }
     assert torch.equal(by["nope"].query(q, 7), q)
     rot = by["partial"].rope.rot
     assert rot == int(cfg.model.head_dim * cfg.model.rotary_frac) // 2 * 2

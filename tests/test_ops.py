@@ -51,8 +51,9 @@ def double(*xs):
 def test_softmax_attn(B, H, Hkv, T, D):
     q, k, v = rand(B, H, T, D), rand(B, Hkv, T, D, seed=1), rand(B, Hkv, T, D, seed=2)
     assert_close(K.softmax_attn(q, k, v, backend="reference"), softmax_naive(*double(q, k, v)), what="o")
-    for gg, gw, name in zip(grads(lambda *a: K.softmax_attn(*a, backend="reference"), [q, k, v]),
-                            grads(softmax_naive, double(q, k, v)), "qkv"):
+    for gg, gw, name in zip(
+        grads(lambda *a: K.softmax_attn(*a, backend="reference"), [q, k, v]), grads(softmax_naive, double(q, k, v)), "qkv"
+    ):
         assert_close(gg, gw, what=f"d{name}")
 
 
@@ -72,10 +73,13 @@ def test_lightning_attn_against_quadratic_form(B, H, Hkv, T, D, with_state):
     decay = decay_rates(H, 0, 2)
     S0 = rand(B, H, D, Dv, seed=3) if with_state else None
     inputs = [q, k, v] + ([S0] if with_state else [])
+
     def fn(q, k, v, *s):
         return K.lightning_attn(q, k, v, decay, initial_state=s[0] if s else None, backend="reference")
+
     def nv(q, k, v, *s):
         return lightning_naive.lightning_attn(q, k, v, decay.double(), initial_state=s[0] if s else None)
+
     o, final = fn(*inputs)
     o_want, final_want = nv(*double(*inputs))
     assert final.dtype == torch.float32
@@ -90,8 +94,14 @@ def test_lightning_chunking_and_segments_agree_with_recurrence(monkeypatch):
     q, k, v = (rand(B, H, T, D, requires_grad=False, seed=i) * 0.5 for i in range(3))
     decay = torch.tensor([0.9, 0.05, 1e-4])
     want_o, want_s = lightning_naive.lightning_recurrent(*(x.double() for x in (q, k, v)), decay.double())
-    for chunk, segment, exponent in [(1, 16384, 500.0), (5, 16384, 500.0), (64, 30, 500.0), (128, 16384, 500.0),
-                                     (5, 16384, 2.0), (16, 40, 30.0)]:  # small exponents: many scan groups
+    for chunk, segment, exponent in [
+        (1, 16384, 500.0),
+        (5, 16384, 500.0),
+        (64, 30, 500.0),
+        (128, 16384, 500.0),
+        (5, 16384, 2.0),
+        (16, 40, 30.0),
+    ]:  # small exponents: many scan groups
         monkeypatch.setattr(lightning_ref, "SEGMENT", segment)
         monkeypatch.setattr(lightning_ref, "SCAN_EXPONENT", exponent)
         o, s = lightning_ref.lightning_attn(q, k, v, decay, chunk=chunk)
@@ -114,10 +124,13 @@ def test_lightning_split_sequence_equals_whole():
 @pytest.mark.parametrize("window", [1, 7, 64, 500])
 def test_sliding_window_attn(B, H, Hkv, T, D, window):
     q, k, v = rand(B, H, T, D), rand(B, Hkv, T, D, seed=1), rand(B, Hkv, T, D, seed=2)
+
     def fn(*a):
         return K.sliding_window_attn(*a, window, backend="reference")
+
     def nv(*a):
         return sliding_naive(*a, window)
+
     assert_close(fn(q, k, v), nv(*double(q, k, v)), what="o")
     for gg, gw, name in zip(grads(fn, [q, k, v]), grads(nv, double(q, k, v)), "qkv"):
         assert_close(gg, gw, what=f"d{name}")
@@ -186,14 +199,16 @@ def small_case(op):
     if op == "lightning":
         q, k, v = (rand(B, H, T, D, seed=i) * 0.5 for i in range(3))
         S0 = rand(B, H, D, D, seed=3)
+
         def ref(q, k, v, S0):
             return K.lightning_attn(q, k, v, decay_rates(H, 0, 2), initial_state=S0, backend="reference")[0]
+
         def nv(q, k, v, S0):
             return lightning_naive.lightning_attn(q, k, v, decay_rates(H, 0, 2), initial_state=S0)[0]
+
         return ref, nv, (q, k, v, S0)
     block_idx = K.msa_select(rand(B, G, T, 8, requires_grad=False, seed=8), rand(B, S, 8, requires_grad=False, seed=9), bs, 3)
-    return ((lambda *a: K.msa_attn(*a, block_idx, bs, backend="reference")), (lambda *a: msa_naive.msa_attn(*a, block_idx, bs)),
-            (q, k, v))
+    return ((lambda *a: K.msa_attn(*a, block_idx, bs, backend="reference")), (lambda *a: msa_naive.msa_attn(*a, block_idx, bs)), (q, k, v))
 
 
 @pytest.mark.parametrize("op", ["softmax", "sliding_window", "lightning", "msa"])
@@ -214,8 +229,10 @@ def test_lightning_naive_closed_form_equals_recurrence():
     q, k, v = (rand(2, 3, 29, 8, requires_grad=False, seed=i).double() for i in range(3))
     S0 = rand(2, 3, 8, 8, requires_grad=False, seed=3).double()
     decay = torch.tensor([0.9, 0.05, 1e-4], dtype=torch.float64)
-    for got, want in zip(lightning_naive.lightning_attn(q, k, v, decay, initial_state=S0),
-                         lightning_naive.lightning_recurrent(q, k, v, decay, initial_state=S0)):
+    for got, want in zip(
+        lightning_naive.lightning_attn(q, k, v, decay, initial_state=S0),
+        lightning_naive.lightning_recurrent(q, k, v, decay, initial_state=S0),
+    ):
         assert_close(got, want, rtol=1e-12, atol=1e-12)
 
 
@@ -237,10 +254,13 @@ def test_msa_attn(monkeypatch, B, H, G, T, D, bs, top_k, path):
     attn = msa_path(monkeypatch, path)
     q, k, v = rand(B, H, T, D), rand(B, G, T, D, seed=1), rand(B, G, T, D, seed=2)
     block_idx = K.msa_select(rand(B, G, T, 8, requires_grad=False, seed=3), rand(B, T, 8, requires_grad=False, seed=4), bs, top_k)
+
     def fn(*a):
         return attn(*a, block_idx, bs)
+
     def nv(*a):
         return msa_naive.msa_attn(*a, block_idx, bs)
+
     assert_close(fn(q, k, v), nv(*double(q, k, v)), what="o")
     if path != "sparse":
         for gg, gw, name in zip(grads(fn, [q, k, v]), grads(nv, double(q, k, v)), "qkv"):

@@ -17,7 +17,9 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_wheel_contains_configs_and_kernels(tmp_path):
     res = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-w", str(tmp_path), str(ROOT)],
-        capture_output=True, text=True, timeout=600,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert res.returncode == 0, res.stderr[-3000:]
     (wheel,) = tmp_path.glob("attnbench-*.whl")
@@ -50,7 +52,9 @@ def test_wheel_contains_configs_and_kernels(tmp_path):
         assert needed in names, f"{needed} missing from {wheel.name}"
     assert not any(n.startswith(("kernels/", "conf/")) for n in names), "top-level kernels/ or conf/ leaked into the wheel"
     # every checkpoint shipped in the repo travels with its training record
-    shipped = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "attnbench" / "trained").glob("*/*") if p.name in ("final.pt", "record.json"))
+    shipped = sorted(
+        p.relative_to(ROOT).as_posix() for p in (ROOT / "attnbench" / "trained").glob("*/*") if p.name in ("final.pt", "record.json")
+    )
     for path in shipped:
         assert path in names, f"{path} missing from {wheel.name}"
 
@@ -66,14 +70,18 @@ def test_readme_test_command_lints_and_type_checks():
     cmd = readme_test_command()
     steps = [s.strip() for s in cmd.split("&&")]
     assert 'pip install -e ".[test]"' in steps, cmd
-    lint, types, tests = steps.index("ruff check attnbench kernels tests"), steps.index("mypy attnbench kernels"), \
-        next(i for i, s in enumerate(steps) if s.startswith("python -m pytest"))
-    assert lint < tests and types < tests, cmd  # a lint or type error stops CI before the (long) tests
+    lint, fmt, types, tests = (
+        steps.index("ruff check attnbench kernels tests"),
+        steps.index("ruff format --check attnbench kernels tests"),
+        steps.index("mypy attnbench kernels"),
+        next(i for i, s in enumerate(steps) if s.startswith("python -m pytest")),
+    )
+    assert lint < tests and fmt < tests and types < tests, cmd  # a lint or type error stops CI before the (long) tests
     pyproject = (ROOT / "pyproject.toml").read_text()
     extra = next(line for line in pyproject.splitlines() if line.startswith("test = ["))
     assert '"ruff' in extra and '"mypy' in extra, extra
     hooks = (ROOT / ".pre-commit-config.yaml").read_text()
-    assert "entry: ruff check" in hooks and "entry: mypy attnbench kernels" in hooks
+    assert "entry: ruff check" in hooks and "entry: ruff format --check" in hooks and "entry: mypy attnbench kernels" in hooks
 
 
 def test_lint_config_catches_an_unused_import(tmp_path):
@@ -83,6 +91,5 @@ def test_lint_config_catches_an_unused_import(tmp_path):
         pytest.skip("ruff is not installed (pip install -e '.[test]')")
     bad = tmp_path / "unused.py"
     bad.write_text("import os\n")
-    res = subprocess.run([ruff, "check", "--config", str(ROOT / "pyproject.toml"), str(bad)], capture_output=True, text=True,
-                         timeout=120)
+    res = subprocess.run([ruff, "check", "--config", str(ROOT / "pyproject.toml"), str(bad)], capture_output=True, text=True, timeout=120)
     assert res.returncode == 1 and "F401" in res.stdout, res.stdout + res.stderr

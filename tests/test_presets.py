@@ -72,7 +72,9 @@ def test_cuda_training_uses_the_kernels_that_pass_their_gate(monkeypatch):
     assert kernel_backends(cfg, "lightning_hybrid", cuda) == ({"lightning": "reference", "softmax": "reference"}, True)
     monkeypatch.setattr(gate, "check", lambda letter, device: (True, 0.0))
     backends, fallback = kernel_backends(cfg, "lightning_hybrid", cuda)
-    assert not fallback and backends == {"lightning": "triton" if has_triton_kernel("lightning") else "reference",
-                                         "softmax": "reference"}  # softmax: SDPA (FlashAttention on CUDA)
+    assert not fallback and backends == {
+        "lightning": "triton" if has_triton_kernel("lightning") else "reference",
+        "softmax": "reference",
+    }  # softmax: SDPA (FlashAttention on CUDA)
     monkeypatch.setattr(gate, "check", lambda letter, device: pytest.fail("no gate on CPU"))
     assert kernel_backends(cfg, "msa", torch.device("cpu")) == ({"msa": "reference"}, False)

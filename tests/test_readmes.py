@@ -35,8 +35,9 @@ def test_the_check_catches_a_typed_number_and_a_stale_table(tmp_path):
     assert {"6.1", "225"} <= found
     stale = tmp_path / "stale.md"
     # one count inside a generated table changed by hand: the table no longer matches its records
-    count = next(m for b in BLOCK.finditer(text)
-                 for m in re.finditer(r"(\d+)/(\d+)", text[: b.end("body")]) if m.start() >= b.start("body"))
+    count = next(
+        m for b in BLOCK.finditer(text) for m in re.finditer(r"(\d+)/(\d+)", text[: b.end("body")]) if m.start() >= b.start("body")
+    )
     changed = f"{int(count.group(1)) + 1}/{count.group(2)}"
-    stale.write_text(text[: count.start()] + changed + text[count.end():])
+    stale.write_text(text[: count.start()] + changed + text[count.end() :])
     assert any("out of date" in p.what for p in check(stale, data))

@@ -84,8 +84,13 @@ def test_projected_points_are_drawn_hollow_and_dashed(tmp_path):
     hollow = [l for l in ax.lines if l.get_marker() not in ("None", "", None) and l.get_markerfacecolor() in ("white", (1, 1, 1, 1))]
     solid = [l for l in ax.lines if l.get_linestyle() == "-" and l.get_label() == "softmax"]
     assert dashed and hollow and solid
-    legend_texts = [t.get_text() for a in fig.axes for leg in [*a.artists, a.get_legend()] if leg is not None
-                    and hasattr(leg, "get_texts") for t in leg.get_texts()]
+    legend_texts = [
+        t.get_text()
+        for a in fig.axes
+        for leg in [*a.artists, a.get_legend()]
+        if leg is not None and hasattr(leg, "get_texts")
+        for t in leg.get_texts()
+    ]
     assert "projected (cost model)" in legend_texts and "skipped" in legend_texts
 
 
@@ -181,12 +186,14 @@ def test_fmt_len(n, text):
 
 def test_report_cli(tmp_path):
     run = write_run(tmp_path / "run")
-    res = subprocess.run([sys.executable, "-m", "attnbench", "report", str(run), "--no-pdf"], capture_output=True,
-                         text=True, timeout=120, cwd=tmp_path)
+    res = subprocess.run(
+        [sys.executable, "-m", "attnbench", "report", str(run), "--no-pdf"], capture_output=True, text=True, timeout=120, cwd=tmp_path
+    )
     assert res.returncode == 0, res.stderr
     assert (run / "report.html").exists() and not (run / "report.pdf").exists()
-    bad = subprocess.run([sys.executable, "-m", "attnbench", "report", str(tmp_path / "nope")], capture_output=True,
-                         text=True, timeout=60, cwd=tmp_path)
+    bad = subprocess.run(
+        [sys.executable, "-m", "attnbench", "report", str(tmp_path / "nope")], capture_output=True, text=True, timeout=60, cwd=tmp_path
+    )
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1 and "no results.jsonl" in bad.stderr
 
 
@@ -203,8 +210,9 @@ def test_every_recorded_experiment_has_its_report_in_the_repo():
     recorded = sorted(p.name for p in (ROOT / "experiments").iterdir() if any(p.rglob("results.jsonl")))
     assert "smoke" in recorded
     for name in recorded:
-        assert (ROOT / "reports" / name / "report.html").is_file(), f"reports/{name}/ is missing: run " \
-                                                                    f"`python -m attnbench report --all-experiments`"
+        assert (ROOT / "reports" / name / "report.html").is_file(), (
+            f"reports/{name}/ is missing: run `python -m attnbench report --all-experiments`"
+        )
 
 
 def test_readme_links_the_decision_report():
@@ -215,12 +223,22 @@ def test_readme_links_the_decision_report():
 
 def test_report_cli_decision(tmp_path):
     write_run(tmp_path / "experiments" / "alpha" / "run", exp="alpha")
-    res = subprocess.run([sys.executable, "-m", "attnbench", "report", "--decision", "--no-pdf", "--root", str(tmp_path)],
-                         capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    res = subprocess.run(
+        [sys.executable, "-m", "attnbench", "report", "--decision", "--no-pdf", "--root", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
     assert res.returncode == 0, res.stderr
     assert (tmp_path / "reports" / "decision" / "report.html").is_file()
     empty = tmp_path / "nothing"
     (empty / "experiments").mkdir(parents=True)
-    bad = subprocess.run([sys.executable, "-m", "attnbench", "report", "--decision", "--no-pdf", "--root", str(empty)],
-                         capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    bad = subprocess.run(
+        [sys.executable, "-m", "attnbench", "report", "--decision", "--no-pdf", "--root", str(empty)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
     assert bad.returncode == 2 and "no results.jsonl" in bad.stderr

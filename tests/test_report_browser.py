@@ -20,8 +20,7 @@ from attnbench.report.pdf import find_chromium
 from report_fixtures import write_run
 
 needs_chromium = pytest.mark.skipif(find_chromium() is None, reason="no chromium: `apt-get install chromium` (CI installs it)")
-needs_poppler = pytest.mark.skipif(shutil.which("pdftoppm") is None,
-                                   reason="no pdftoppm: `apt-get install poppler-utils` (CI installs it)")
+needs_poppler = pytest.mark.skipif(shutil.which("pdftoppm") is None, reason="no pdftoppm: `apt-get install poppler-utils` (CI installs it)")
 
 
 @pytest.fixture(scope="module")
@@ -51,8 +50,11 @@ def test_html_renders_without_errors_and_every_figure_loads(report, tmp_path):
 
         # The same checks catch a broken page: a corrupt figure and a console error.
         broken = tmp_path / "broken.html"
-        broken.write_text(report.html.read_text().replace("data:image/png;base64,iVBOR", "data:image/png;base64,AAAA", 1)
-                          .replace("</body>", "<script>console.error('broken on purpose')</script></body>"))
+        broken.write_text(
+            report.html.read_text()
+            .replace("data:image/png;base64,iVBOR", "data:image/png;base64,AAAA", 1)
+            .replace("</body>", "<script>console.error('broken on purpose')</script></body>")
+        )
         page.events.clear()
         page.open(broken)
         assert not all(page.eval("[...document.images].map(i => i.naturalWidth > 0)"))
@@ -118,7 +120,6 @@ def test_the_decision_report_in_the_repo_renders(tmp_path):
         assert page.errors() == []
         assert all(u.startswith(("file://", "data:")) for u in page.requests()), page.requests()
     if shutil.which("pdftoppm"):
-        subprocess.run(["pdftoppm", "-r", "20", "-f", "1", "-l", "2", "-png", str(pdf), str(tmp_path / "p")], check=True,
-                       timeout=120)
+        subprocess.run(["pdftoppm", "-r", "20", "-f", "1", "-l", "2", "-png", str(pdf), str(tmp_path / "p")], check=True, timeout=120)
         for p in sorted(tmp_path.glob("p*.png")):
             assert (image.imread(p)[..., :3].mean(axis=2) < 0.9).mean() > 0.005, f"{p.name} is blank"

@@ -19,8 +19,13 @@ VOLATILE = {"time", "started", "cell", "crc32"}
 
 
 def start(run_dir: Path, *extra: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "attnbench", "+exp=smoke", "threads=1", f"hydra.run.dir={run_dir}", *extra],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=run_dir.parent)
+    return subprocess.Popen(
+        [sys.executable, "-m", "attnbench", "+exp=smoke", "threads=1", f"hydra.run.dir={run_dir}", *extra],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=run_dir.parent,
+    )
 
 
 QUICK = ("exp.designs=[softmax,msa]", "report.pdf=false", "wandb.mode=disabled")  # two cells, no sinks to wait for
@@ -115,8 +120,15 @@ def test_two_concurrent_identical_runs_record_each_cell_once(tmp_path):
     run = tmp_path / "run"
     held = rundir.claim(run, "any", say=lambda line: None)  # hold the directory until both runs are waiting
     logs = [tmp_path / "first.err", tmp_path / "second.err"]
-    procs = [subprocess.Popen([sys.executable, "-m", "attnbench", "+exp=smoke", "threads=1", f"hydra.run.dir={run}", *QUICK],
-                              stdout=subprocess.DEVNULL, stderr=open(log, "w"), cwd=tmp_path) for log in logs]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "attnbench", "+exp=smoke", "threads=1", f"hydra.run.dir={run}", *QUICK],
+            stdout=subprocess.DEVNULL,
+            stderr=open(log, "w"),
+            cwd=tmp_path,
+        )
+        for log in logs
+    ]
     try:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and not all("waiting for it to finish" in l.read_text() for l in logs):
@@ -207,19 +219,28 @@ def test_scan_names_every_kind_of_damage_and_repair_keeps_what_it_removes(tmp_pa
 
     path = tmp_path / "results.jsonl"
     rec = recorder(path)
+
     def row(i):
         return rec.make(design="msa", layout="M", metric=f"smoke/m{i}", value=i, unit="ratio", status="measured")
+
     rec.write_cell("whole", [row(0), row(1)], {"design": "msa"})
     rec.write_cell("garbled", [row(2), row(3)], {"design": "softmax"})
     data = path.read_bytes().replace(b'"value": 3', b'"value": 4')  # valid JSON still; the checksum says no
-    dup = b"".join(encode_line(o) for o in ({**row(0), "cell": "whole"}, {**row(1), "cell": "whole"},
-                                            {"type": "commit", "cell": "whole", "coords": {}, "records": 2}))
+    dup = b"".join(
+        encode_line(o)
+        for o in ({**row(0), "cell": "whole"}, {**row(1), "cell": "whole"}, {"type": "commit", "cell": "whole", "coords": {}, "records": 2})
+    )
     path.write_bytes(data + dup + b"\xff\xfe\n" + b"[1, 2]\n" + b'{"type": "record"}\n' + b'{"type": "hea')
     found = scan(path)
     assert found.done_cells == {"whole"} and set(found.bad_cells) == {"garbled"}
     problems = {l.no: l.problem for l in found.damaged}
-    assert problems == {6: "checksum mismatch (garbled)", 11: "not UTF-8 (byte 1 is 0xff)", 12: "not a JSON object (list)",
-                        13: "no checksum", 14: "not valid JSON (cut short)"}, problems
+    assert problems == {
+        6: "checksum mismatch (garbled)",
+        11: "not UTF-8 (byte 1 is 0xff)",
+        12: "not a JSON object (list)",
+        13: "no checksum",
+        14: "not valid JSON (cut short)",
+    }, problems
     summary = found.summary()
     assert "5 damaged lines" in summary and "design=softmax" in summary and "3 duplicate lines" in summary, summary
     found.repair()
@@ -237,8 +258,7 @@ def test_lines_written_before_checksums_still_read(tmp_path):
     from attnbench.results import scan
 
     path = tmp_path / "results.jsonl"
-    legacy = [{"type": "header", "config_hash": "h0"},
-              {"type": "record", "metric": "smoke/x", "value": 1, "cell": "old"}]
+    legacy = [{"type": "header", "config_hash": "h0"}, {"type": "record", "metric": "smoke/x", "value": 1, "cell": "old"}]
     path.write_text("".join(json.dumps(o) + "\n" for o in legacy))
     rec = recorder(path)  # resuming it: the old cell is done, nothing set aside
     assert rec.done_cells == {"old"} and not rec.repaired.needs_repair

@@ -123,8 +123,7 @@ def test_a_model_that_only_looks_up_once_fails_two_hop_probes(task):
     """Composition is needed: exact one-hop lookups pass every 1-hop probe and every per-hop
     diagnostic, and no 2-hop probe."""
     for hops, expect in ((1, 1.0), (2, 0.0), (3, 0.0)):
-        probes = [(s.context, p) for i in range(20) for s in [multihop(gen(100 + i), V, 300, task, hops, n_chains=3)]
-                  for p in s.probes]
+        probes = [(s.context, p) for i in range(20) for s in [multihop(gen(100 + i), V, 300, task, hops, n_chains=3)] for p in s.probes]
         rev = task == "vartrack"
         acc = np.mean([correct(one_lookup_oracle(ctx, p.tokens, rev), p.targets) for ctx, p in probes])
         assert acc == expect, (hops, acc)
@@ -167,7 +166,7 @@ def test_levels_follow_the_generator():
     chain2 = task_levels(v16, "chain", hops=2, chains=3)
     assert chain2.floor == pytest.approx(1 / 6)  # 6 distinct needle values, one is the answer
     lookups = task_levels(v16, "chain", hops=2, chains=3, lookups=True)
-    assert lookups.chance == pytest.approx(1 / 16 ** 2) and lookups.floor == pytest.approx(1 / 36)
+    assert lookups.chance == pytest.approx(1 / 16**2) and lookups.floor == pytest.approx(1 / 36)
 
 
 def test_mqar_batches_hide_answers_and_are_deterministic():

@@ -30,8 +30,15 @@ def test_offline_runs_read_back(tmp_path):
     msg = log_in_child(run, {"mode": "offline", "project": "attnbench", "tags": ["t1"]}, timeout_s=60)
     assert msg.startswith("W&B: 7 offline runs"), msg  # 5 designs + the presets' pseudo-design + the report
     runs = {r["name"]: r for r in read_runs(run)}
-    assert set(runs) == {"fixture/softmax/seed0", "fixture/lightning/seed0", "fixture/lightning_hybrid/seed0",
-                         "fixture/swa_hybrid/seed0", "fixture/msa/seed0", "fixture/preset/seed0", "fixture/report"}
+    assert set(runs) == {
+        "fixture/softmax/seed0",
+        "fixture/lightning/seed0",
+        "fixture/lightning_hybrid/seed0",
+        "fixture/swa_hybrid/seed0",
+        "fixture/msa/seed0",
+        "fixture/preset/seed0",
+        "fixture/report",
+    }
     soft = runs["fixture/softmax/seed0"]
     assert soft["group"] == "fixture" and "softmax" in soft["tags"] and "t1" in soft["tags"]
     assert soft["config"]["design"] == "softmax" and soft["config"]["model"]["d_model"] == 64
@@ -83,10 +90,25 @@ def test_no_secret_reaches_records_logs_reports_or_wandb(tmp_path):
     """A real run with a key in the environment, and a config that even interpolates it."""
     env = {**os.environ, "WANDB_API_KEY": FAKE_KEY, "HF_TOKEN": "hf_" + "x" * 30}
     run = tmp_path / "run"
-    res = subprocess.run([sys.executable, "-m", "attnbench", "+exp=smoke", "design=softmax", "threads=1",
-                          "exp.description=${oc.env:WANDB_API_KEY}", "wandb.tags=[${oc.env:WANDB_API_KEY}]",
-                          f"wandb.group=g-{env['HF_TOKEN']}", f"hydra.run.dir={run}"],  # typed out: Hydra's .hydra/ holds it
-                         capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env)
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "attnbench",
+            "+exp=smoke",
+            "design=softmax",
+            "threads=1",
+            "exp.description=${oc.env:WANDB_API_KEY}",
+            "wandb.tags=[${oc.env:WANDB_API_KEY}]",
+            f"wandb.group=g-{env['HF_TOKEN']}",
+            f"hydra.run.dir={run}",
+        ],  # typed out: Hydra's .hydra/ holds it
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+        env=env,
+    )
     assert res.returncode == 0, res.stderr[-3000:]
     files = [f for f in run.rglob("*") if f.is_file()]
     assert {"results.jsonl", "report.html", "cli.log"} <= {f.name for f in files}
@@ -103,8 +125,14 @@ def test_secrets_in_wandb_settings_never_reach_wandb_files(tmp_path, monkeypatch
     tags, group, entity and project before handing them over."""
     monkeypatch.setenv("WANDB_API_KEY", FAKE_KEY)
     run = write_run(tmp_path / "run", exp="fixture")
-    wcfg = {"mode": "offline", "project": "p", "entity": f"e{FAKE_KEY}", "group": f"g-{FAKE_KEY}",
-            "tags": [FAKE_KEY, "plain"], "timeout_s": 60}
+    wcfg = {
+        "mode": "offline",
+        "project": "p",
+        "entity": f"e{FAKE_KEY}",
+        "group": f"g-{FAKE_KEY}",
+        "tags": [FAKE_KEY, "plain"],
+        "timeout_s": 60,
+    }
     msg = log_in_child(run, wcfg, timeout_s=60)
     assert msg.startswith("W&B: 6 offline runs"), msg
     files = [f for f in (run / "wandb").rglob("*") if f.is_file()]
@@ -118,8 +146,10 @@ def test_wandb_failure_is_one_line_naming_the_error(tmp_path):
     msg = log_in_child(tmp_path / "no-such-run", {"mode": "offline"}, timeout_s=60)
     assert msg.startswith("W&B: logging failed (ResultsError: ") and "no such file or directory" in msg, msg
     assert "\n" not in msg and msg.endswith("the run's records are unaffected")
-    trace = ('Traceback (most recent call last):\n  File "x.py", line 3, in <module>\n    raise ConnectionError(url)\n'
-             "requests.exceptions.ConnectionError: HTTPSConnectionPool(host='api.wandb.ai'): Max retries exceeded\n")
+    trace = (
+        'Traceback (most recent call last):\n  File "x.py", line 3, in <module>\n    raise ConnectionError(url)\n'
+        "requests.exceptions.ConnectionError: HTTPSConnectionPool(host='api.wandb.ai'): Max retries exceeded\n"
+    )
     assert last_error(trace).startswith("requests.exceptions.ConnectionError: HTTPSConnectionPool")
 
 
@@ -129,8 +159,15 @@ def test_dashboard_builds_offline():
     assert names[:5] == ["Needle in a haystack", "Multi-hop", "Latency", "Memory", "MSA speedup"]
     panels = [p for s in w.sections for p in s.panels]
     ys = {y for p in panels for y in (getattr(p, "y", None) or getattr(p, "metrics", None) or [])}
-    assert {"niah/acc", "multihop/acc", "latency/prefill_ms", "latency/decode_ms", "memory/cache_bytes_per_token",
-            "msa_speedup/prefill", "train/loss"} <= ys
+    assert {
+        "niah/acc",
+        "multihop/acc",
+        "latency/prefill_ms",
+        "latency/decode_ms",
+        "memory/cache_bytes_per_token",
+        "msa_speedup/prefill",
+        "train/loss",
+    } <= ys
     assert any(getattr(p, "table_name", None) == "niah/heatmap" for p in panels)
     lines = [p for p in panels if type(p).__name__ == "LinePlot"]
     assert all(p.groupby.name == "design" for p in lines) and any(p.x == "context_len" and p.log_x for p in lines)
@@ -140,9 +177,15 @@ def test_dashboard_builds_offline():
 
 
 def test_dashboard_cli(tmp_path):
-    ok = subprocess.run([sys.executable, "-m", "attnbench", "dashboard", "entity=e", "project=p", "--dry-run"],
-                        capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    ok = subprocess.run(
+        [sys.executable, "-m", "attnbench", "dashboard", "entity=e", "project=p", "--dry-run"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+    )
     assert ok.returncode == 0 and "LinePlot" in ok.stdout, ok.stderr
-    bad = subprocess.run([sys.executable, "-m", "attnbench", "dashboard", "project=p"], capture_output=True,
-                         text=True, timeout=60, cwd=tmp_path)
+    bad = subprocess.run(
+        [sys.executable, "-m", "attnbench", "dashboard", "project=p"], capture_output=True, text=True, timeout=60, cwd=tmp_path
+    )
     assert bad.returncode == 2 and "entity=E" in bad.stderr

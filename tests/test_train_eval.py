@@ -22,11 +22,24 @@ from attnbench.train import checkpoint_key, get_model, train, vocab_of
 from helpers import compose_cfg
 
 TINY = [
-    "model.d_model=32", "model.n_layers=2", "model.n_heads=2", "model.n_kv_heads=1", "model.head_dim=16",
-    "model.d_expert=32", "model.n_experts=2", "model.top_k_experts=1",
-    "task.n_keys=8", "task.n_values=8", "task.n_filler=8",
-    "train.batch=32", "train.lr=3e-3", "train.warmup=10", "train.window=10", "train.log_every=5",
-    "train.checkpoint_every=20", "train.patience=100000",
+    "model.d_model=32",
+    "model.n_layers=2",
+    "model.n_heads=2",
+    "model.n_kv_heads=1",
+    "model.head_dim=16",
+    "model.d_expert=32",
+    "model.n_experts=2",
+    "model.top_k_experts=1",
+    "task.n_keys=8",
+    "task.n_values=8",
+    "task.n_filler=8",
+    "train.batch=32",
+    "train.lr=3e-3",
+    "train.warmup=10",
+    "train.window=10",
+    "train.log_every=5",
+    "train.checkpoint_every=20",
+    "train.patience=100000",
     "train.stages=[{n_keys: 8, n_values: 8, n_filler: 8, n_pairs: 2, context_len: 12, n_queries: 2}]",
 ]
 
@@ -90,7 +103,6 @@ def test_checkpoint_cache_and_resume(cache):
     assert checkpoint_key(compose_cfg(["+exp=train", *TINY, "train.max_steps=41"]), "lightning") != key
 
 
-
 def test_killed_training_resumes_to_the_same_weights(cache, monkeypatch):
     import attnbench.train as T
 
@@ -103,6 +115,7 @@ def test_killed_training_resumes_to_the_same_weights(cache, monkeypatch):
             if calls["n"] == n:
                 raise error
             return real(*a, **k)
+
         return loss
 
     folder = checkpoints.work_dir("softmax", checkpoint_key(cfg, "softmax"))
@@ -187,30 +200,47 @@ def test_needle_run_with_the_shipped_softmax_model_resumes_without_repeating_cel
     then the same command again: every evaluated cell is recorded earlier, no record doubles."""
     import os
 
-    cmd = [sys.executable, "-m", "attnbench", "+exp=needle_4m", "eval.context_lens=[1024,2048]", "exp.designs=[softmax]",
-           "eval.train_len_samples=10", "exp.budget=5m", "wandb.mode=disabled", "report.enabled=false",
-           f"hydra.run.dir={tmp_path}/run"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "attnbench",
+        "+exp=needle_4m",
+        "eval.context_lens=[1024,2048]",
+        "exp.designs=[softmax]",
+        "eval.train_len_samples=10",
+        "exp.budget=5m",
+        "wandb.mode=disabled",
+        "report.enabled=false",
+        f"hydra.run.dir={tmp_path}/run",
+    ]
     env = {**os.environ, "ATTNBENCH_CACHE": str(tmp_path / "cache")}
     first = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert first.returncode == 0, first.stderr[-3000:]
     assert "using shipped checkpoint" in first.stdout + first.stderr
+
     def records():
-        return [json.loads(l) for l in (tmp_path / "run" / "results.jsonl").read_text().splitlines()
-                           if json.loads(l).get("type") == "record"]
+        return [
+            json.loads(l) for l in (tmp_path / "run" / "results.jsonl").read_text().splitlines() if json.loads(l).get("type") == "record"
+        ]
+
     before = records()
     acc = [r for r in before if r["metric"] == "niah/acc" and r.get("depth") is None]
     assert sorted(r["context_len"] for r in acc) == [1024, 2048] and all(r["n"] == 30 for r in acc)  # 6 short haystacks
     prefill = [r for r in before if r["metric"] == "eval/prefill_s"]
-    assert prefill and all(r["gflop_per_s"] > 0 and 0 < r["peak_fraction"] and r["roofline_s"] > 0
-                           and isinstance(r["noisy"], bool) and r["planned"] == "short" for r in prefill)
+    assert prefill and all(
+        r["gflop_per_s"] > 0 and 0 < r["peak_fraction"] and r["roofline_s"] > 0 and isinstance(r["noisy"], bool) and r["planned"] == "short"
+        for r in prefill
+    )
     second = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert second.returncode == 0, second.stderr[-3000:]
     out = second.stdout + second.stderr
     cell_lines = [l for l in out.splitlines() if l.lstrip().startswith("[")]  # one a finished cell (no terminal)
     assert len(cell_lines) == 12 and all(l.endswith("recorded earlier") for l in cell_lines), cell_lines
+
     # no cell's record doubles; each start records the calibration it planned with (no cell: a new measurement)
     def cells(rs):
         return [r for r in rs if not r["metric"].startswith("calibration/")]
+
     after = records()
     assert len(cells(after)) == len(cells(before))
     assert len(after) - len(cells(after)) == 2 * (len(before) - len(cells(before))) > 0
@@ -232,8 +262,10 @@ def test_mixed_length_stage_draws_lengths_and_holds_tokens_per_step():
 
 def test_record_carries_the_rule_and_the_true_training_length(cache):
     """A model that passes no stage has train_len 0; a token budget stops it as 'tokens'."""
-    stages = ("train.stages=[{n_keys: 8, n_values: 8, n_filler: 8, n_pairs: 2, context_len: 12, n_queries: 2},"
-              "{n_keys: 8, n_values: 8, n_filler: 8, n_pairs: 2, context_len: 24, n_queries: 2, max_context_len: 48}]")
+    stages = (
+        "train.stages=[{n_keys: 8, n_values: 8, n_filler: 8, n_pairs: 2, context_len: 12, n_queries: 2},"
+        "{n_keys: 8, n_values: 8, n_filler: 8, n_pairs: 2, context_len: 24, n_queries: 2, max_context_len: 48}]"
+    )
     cfg = compose_cfg(["+exp=train", *TINY, stages, "train.token_budget=3000", "train.checkpoint_every=2"])
     out = train(cfg, "softmax", torch.device("cpu"))
     r = out.record
@@ -244,8 +276,7 @@ def test_record_carries_the_rule_and_the_true_training_length(cache):
     assert len(log) >= 2 and all(line[:4].isdigit() and line[10] == " " for line in log)  # "YYYY-MM-DD HH:MM:SS ..."
     assert "stopped: tokens" in log[-1]
     # passing the first stage (advance at an accuracy every step reaches) gives its length
-    easy = compose_cfg(["+exp=train", *TINY, stages, "train.advance_at=0.01", "train.floor=1.0", "train.max_steps=30",
-                        "train.window=2"])
+    easy = compose_cfg(["+exp=train", *TINY, stages, "train.advance_at=0.01", "train.floor=1.0", "train.max_steps=30", "train.window=2"])
     passed = train(easy, "softmax", torch.device("cpu")).record
     assert passed["stages_passed"] == 1 and passed["train_len"] == 12 and passed["status"] == "max_steps"
 

@@ -77,21 +77,30 @@ def _attn_inputs(B, H, Hkv, T, S, D, seed=0):
 @pytest.mark.parametrize("dtype", [F32, F16, BF16])
 def test_softmax_triton(shape, dtype):
     xs, dos = _attn_inputs(*shape)
-    check(lambda *a: K.softmax_attn(*a, backend="triton"),
-          plain_attention(softmax_naive, lambda *a: K.softmax_attn(*a, backend="reference")),
-          softmax_naive, xs, [d.to(dtype) for d in dos], dtype, {"out": ["o"], "grad": ["dq", "dk", "dv"]})
+    check(
+        lambda *a: K.softmax_attn(*a, backend="triton"),
+        plain_attention(softmax_naive, lambda *a: K.softmax_attn(*a, backend="reference")),
+        softmax_naive,
+        xs,
+        [d.to(dtype) for d in dos],
+        dtype,
+        {"out": ["o"], "grad": ["dq", "dk", "dv"]},
+    )
 
 
-@pytest.mark.parametrize("shape,window", [(FLASH_SHAPES[0], 17), (FLASH_SHAPES[1], 50), (FLASH_SHAPES[2], 1),
-                                          (FLASH_SHAPES[2], 45)])
+@pytest.mark.parametrize("shape,window", [(FLASH_SHAPES[0], 17), (FLASH_SHAPES[1], 50), (FLASH_SHAPES[2], 1), (FLASH_SHAPES[2], 45)])
 @pytest.mark.parametrize("dtype", [F32, F16, BF16])
 def test_sliding_window_triton(shape, window, dtype):
     xs, dos = _attn_inputs(*shape, seed=10)
-    check(lambda *a: K.sliding_window_attn(*a, window, backend="triton"),
-          plain_attention(lambda *a: sliding_naive(*a, window),
-                          lambda *a: K.sliding_window_attn(*a, window, backend="reference")),
-          lambda *a: sliding_naive(*a, window), xs, [d.to(dtype) for d in dos], dtype,
-          {"out": ["o"], "grad": ["dq", "dk", "dv"]})
+    check(
+        lambda *a: K.sliding_window_attn(*a, window, backend="triton"),
+        plain_attention(lambda *a: sliding_naive(*a, window), lambda *a: K.sliding_window_attn(*a, window, backend="reference")),
+        lambda *a: sliding_naive(*a, window),
+        xs,
+        [d.to(dtype) for d in dos],
+        dtype,
+        {"out": ["o"], "grad": ["dq", "dk", "dv"]},
+    )
 
 
 @pytest.mark.parametrize("window", [5, 40, None])
@@ -100,15 +109,22 @@ def test_flash_small_tiles_skip_what_the_window_cannot_see(monkeypatch, window):
     monkeypatch.setattr(flash_tr, "_tiles", lambda D, backward: (16, 16, 4, 1))
     xs, dos = _attn_inputs(1, 2, 1, 75, 100, 16, seed=20)
     naive = (lambda *a: sliding_naive(*a, window)) if window else softmax_naive
-    check(lambda *a: flash_tr.flash_attn(*a, window=window), lambda *a: naive(*(x.float() for x in a)), naive,
-          xs, dos, F32, {"out": ["o"], "grad": ["dq", "dk", "dv"]})
+    check(
+        lambda *a: flash_tr.flash_attn(*a, window=window),
+        lambda *a: naive(*(x.float() for x in a)),
+        naive,
+        xs,
+        dos,
+        F32,
+        {"out": ["o"], "grad": ["dq", "dk", "dv"]},
+    )
 
 
 # ---------------------------------------------------------------- lightning
 
+
 def _lightning_inputs(B, H, T, Dk, Dv, with_state, seed=0):
-    xs = [randn(B, H, T, Dk, seed=seed, scale=0.3), randn(B, H, T, Dk, seed=seed + 1, scale=0.3),
-          randn(B, H, T, Dv, seed=seed + 2)]
+    xs = [randn(B, H, T, Dk, seed=seed, scale=0.3), randn(B, H, T, Dk, seed=seed + 1, scale=0.3), randn(B, H, T, Dv, seed=seed + 2)]
     if with_state:
         xs.append(randn(B, H, Dk, Dv, seed=seed + 3))
     return xs, [randn(B, H, T, Dv, seed=seed + 4), randn(B, H, Dk, Dv, seed=seed + 5)]
@@ -126,13 +142,20 @@ def test_lightning_triton(B, H, T, Dk, Dv, with_state, dtype):
     decay = decay_rates(H, 0, 2)
 
     def run(backend_name):  # the state enters in fp32 whatever the dtype of q, k, v
-        return lambda q, k, v, *s: K.lightning_attn(q, k, v, decay, initial_state=s[0].float() if s else None,
-                                                     backend=backend_name)
+        return lambda q, k, v, *s: K.lightning_attn(q, k, v, decay, initial_state=s[0].float() if s else None, backend=backend_name)
 
     def naive(q, k, v, *s):
         return lightning_naive(q, k, v, decay, initial_state=s[0] if s else None)
-    check(run("triton"), run("reference") if dtype == F32 else naive, naive, xs, [dos[0].to(dtype), dos[1]], dtype,
-          {"out": ["o", "final_state"], "grad": ["dq", "dk", "dv", "d_initial_state"]})
+
+    check(
+        run("triton"),
+        run("reference") if dtype == F32 else naive,
+        naive,
+        xs,
+        [dos[0].to(dtype), dos[1]],
+        dtype,
+        {"out": ["o", "final_state"], "grad": ["dq", "dk", "dv", "d_initial_state"]},
+    )
     o, state = K.lightning_attn(*(x.to(dtype) for x in xs[:3]), decay, backend="triton")
     assert o.dtype == dtype and state.dtype == F32
 
@@ -143,9 +166,15 @@ def test_lightning_triton_many_chunks_and_split_sequence(monkeypatch):
     xs, dos = _lightning_inputs(1, 3, 77, 16, 24, with_state=True, seed=30)
     decay = torch.tensor([0.9, 0.05, 1e-4])
     naive = _lightning(lightning_naive, decay.double())
-    check(_lightning(lightning_tr.lightning_attn, decay), _lightning(lightning_ref.lightning_attn, decay),
-          lambda q, k, v, s: naive(q, k, v, s), xs, dos, F32,
-          {"out": ["o", "final_state"], "grad": ["dq", "dk", "dv", "d_initial_state"]})
+    check(
+        _lightning(lightning_tr.lightning_attn, decay),
+        _lightning(lightning_ref.lightning_attn, decay),
+        lambda q, k, v, s: naive(q, k, v, s),
+        xs,
+        dos,
+        F32,
+        {"out": ["o", "final_state"], "grad": ["dq", "dk", "dv", "d_initial_state"]},
+    )
     q, k, v, s0 = xs
     with torch.no_grad():
         o, s = lightning_tr.lightning_attn(q, k, v, decay, initial_state=s0)
@@ -171,8 +200,10 @@ def test_lightning_decode_step_kernel(dtype):
 
 # ---------------------------------------------------------------- msa
 
-@pytest.mark.parametrize("B,G,T,S,Di,bs,top_k", [(1, 2, 63, 63, 24, 8, 3), (2, 1, 130, 130, 16, 16, 4),
-                                                  (1, 3, 20, 130, 8, 7, 5), (1, 1, 100, 100, 16, 4, 9)])
+
+@pytest.mark.parametrize(
+    "B,G,T,S,Di,bs,top_k", [(1, 2, 63, 63, 24, 8, 3), (2, 1, 130, 130, 16, 16, 4), (1, 3, 20, 130, 8, 7, 5), (1, 1, 100, 100, 16, 4, 9)]
+)
 @pytest.mark.parametrize("pool", ["max", "mean"])
 @pytest.mark.parametrize("dtype", [F32, F16])
 def test_msa_select_triton(B, G, T, S, Di, bs, top_k, pool, dtype):
@@ -185,8 +216,9 @@ def test_msa_select_triton(B, G, T, S, Di, bs, top_k, pool, dtype):
     # Only near-ties may differ (fp32 sums in another order): compare the chosen blocks' scores.
     assert torch.equal(got[..., 0], want[..., 0]) and torch.equal(got < 0, want < 0), "local block or padding differ"
     scores = msa_naive.block_scores(iq, ik, bs, pool=pool)
-    torch.testing.assert_close(msa_naive.chosen_scores(got, scores), msa_naive.chosen_scores(want, scores),
-                               rtol=tolerance.TIE_RTOL, atol=tolerance.TIE_RTOL)
+    torch.testing.assert_close(
+        msa_naive.chosen_scores(got, scores), msa_naive.chosen_scores(want, scores), rtol=tolerance.TIE_RTOL, atol=tolerance.TIE_RTOL
+    )
 
 
 @pytest.mark.parametrize("pool", ["max", "mean"])
@@ -195,8 +227,9 @@ def test_msa_select_triton_breaks_ties_to_the_lowest_block_id(pool):
     g = torch.Generator().manual_seed(5)
     iq, ik = torch.randint(2, (1, 2, 70, 3), generator=g).float(), torch.randint(2, (1, 70, 3), generator=g).float()
     for top_k in (3, 6):
-        assert torch.equal(K.msa_select(iq, ik, 4, top_k, pool=pool, backend="triton"),
-                           K.msa_select(iq, ik, 4, top_k, pool=pool, backend="reference"))
+        assert torch.equal(
+            K.msa_select(iq, ik, 4, top_k, pool=pool, backend="triton"), K.msa_select(iq, ik, 4, top_k, pool=pool, backend="reference")
+        )
 
 
 MSA_SHAPES = [(1, 4, 2, 63, 63, 24, 8, 3), (1, 2, 1, 130, 130, 16, 16, 4), (1, 4, 2, 20, 70, 16, 8, 3)]
@@ -210,14 +243,19 @@ def test_msa_attn_triton(shape, dtype):
         pytest.skip("16-bit on one shape keeps the interpreter time down")
     xs = [randn(B, H, T, D, seed=60), randn(B, G, S, D, seed=61), randn(B, G, S, D, seed=62)]
     block_idx = msa_ref.msa_select(randn(B, G, T, 8, seed=63), randn(B, S, 8, seed=64), bs, top_k)
-    check(lambda *a: K.msa_attn(*a, block_idx, bs, backend="triton"),
-          plain_attention(lambda *a: msa_naive.msa_attn(*a, block_idx, bs),
-                          lambda *a: K.msa_attn(*a, block_idx, bs, backend="reference")),
-          lambda *a: msa_naive.msa_attn(*a, block_idx, bs), xs, [randn(B, H, T, D, seed=65).to(dtype)], dtype,
-          {"out": ["o"], "grad": ["dq", "dk", "dv"]})
+    check(
+        lambda *a: K.msa_attn(*a, block_idx, bs, backend="triton"),
+        plain_attention(lambda *a: msa_naive.msa_attn(*a, block_idx, bs), lambda *a: K.msa_attn(*a, block_idx, bs, backend="reference")),
+        lambda *a: msa_naive.msa_attn(*a, block_idx, bs),
+        xs,
+        [randn(B, H, T, D, seed=65).to(dtype)],
+        dtype,
+        {"out": ["o"], "grad": ["dq", "dk", "dv"]},
+    )
 
 
 # ---------------------------------------------------------------- the backend switch
+
 
 def test_every_op_has_a_triton_kernel_and_auto_stays_on_cpu():
     for op in backend.OPS:
@@ -226,7 +264,11 @@ def test_every_op_has_a_triton_kernel_and_auto_stays_on_cpu():
         assert backend.choose(op, "auto", torch.device("cpu")) == "reference"
     cuda = torch.device("cuda")  # choose() only reads the device type: no GPU needed
     assert {op: backend.choose(op, "auto", cuda) for op in backend.OPS} == {
-        "softmax": "reference", "lightning": "triton", "sliding_window": "triton", "msa": "triton"}
+        "softmax": "reference",
+        "lightning": "triton",
+        "sliding_window": "triton",
+        "msa": "triton",
+    }
 
 
 def test_triton_without_cuda_or_interpreter_says_so(monkeypatch):

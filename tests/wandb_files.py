@@ -25,12 +25,12 @@ def raw_records(path: Path):
         if left < CHUNK_HEADER:
             pos += left
             continue
-        _crc, length, kind = struct.unpack("<IHB", data[pos:pos + CHUNK_HEADER])
+        _crc, length, kind = struct.unpack("<IHB", data[pos : pos + CHUNK_HEADER])
         pos += CHUNK_HEADER
         if length == 0 and kind == 0:  # block padding
             pos += left - CHUNK_HEADER
             continue
-        chunk, pos = data[pos:pos + length], pos + length
+        chunk, pos = data[pos : pos + length], pos + length
         if kind == FULL:
             yield chunk
         elif kind == FIRST:

@@ -31,6 +31,7 @@ MiB = 1 << 20
 def calibrate(base: HardwareConfig, *, min_run_time: float = 0.3) -> tuple[HardwareConfig, dict]:
     """A copy of `base` with the measured fields filled in, and the raw measurements."""
     cpu = torch.device("cpu")
+
     def t(fn):
         return time_fn(fn, cpu, min_run_time=min_run_time).median_ms / 1e3  # seconds
 
@@ -57,8 +58,10 @@ def calibrate(base: HardwareConfig, *, min_run_time: float = 0.3) -> tuple[Hardw
     exp_rate = logits.numel() / t(lambda: torch.exp(logits, out=exps))
 
     tiny = torch.zeros(8, 8)  # what the references issue: views and small ops on small tensors
+
     def mix():
         return torch.exp(tiny[:, 1:].unsqueeze(0).transpose(1, 2).reshape(-1, 8)).mul(2.0).sum()
+
     launch = t(mix) / dispatches(mix)
 
     mlp = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.GELU(), torch.nn.Linear(8, 8))
@@ -80,9 +83,18 @@ def calibrate(base: HardwareConfig, *, min_run_time: float = 0.3) -> tuple[Hardw
         calibrate=False,
         source=f"measured at run start on {torch.get_num_threads()} torch threads",
     )
-    raw = {"matmul_flops": mm, "small_matmul_flops": small, "matvec_flops": matvec, "copy_bandwidth": bandwidth,
-           "fresh_fill_s": fresh, "reused_fill_s": fill, "alloc_bandwidth": alloc, "exp_rate": exp_rate, "torch_op_s": launch,
-           "module_op_s": module_op}
+    raw = {
+        "matmul_flops": mm,
+        "small_matmul_flops": small,
+        "matvec_flops": matvec,
+        "copy_bandwidth": bandwidth,
+        "fresh_fill_s": fresh,
+        "reused_fill_s": fill,
+        "alloc_bandwidth": alloc,
+        "exp_rate": exp_rate,
+        "torch_op_s": launch,
+        "module_op_s": module_op,
+    }
     return hw, raw
 
 
@@ -148,13 +160,16 @@ def hardware_for_run(ctx) -> HardwareConfig:
     if not hw.calibrate:
         return hw
     if ctx.device.type != "cpu":
-        raise RuntimeError(f"hardware={hw.name} calibrates the CPU, but the run's device is {ctx.device}: "
-                           "pass hardware=<gpu profile> (conf/hardware/)")
+        raise RuntimeError(
+            f"hardware={hw.name} calibrates the CPU, but the run's device is {ctx.device}: pass hardware=<gpu profile> (conf/hardware/)"
+        )
     hw, raw = calibrate(hw, min_run_time=ctx.cfg.bench.min_run_time)
     for key, value in raw.items():
         unit = "s" if key.endswith("_s") else ("FLOP/s" if "flops" in key else ("1/s" if key == "exp_rate" else "bytes/s"))
         ctx.record("-", f"calibration/{key}", value, unit, "measured", layout="", hardware=hw.name)
-    ctx.console.print(f"  calibrated {hw.name}: matmul {hw.flops['float32'] / 1e9:.0f} GFLOP/s, small x{hw.small_matmul_efficiency:.2f}, "
-                      f"copy {hw.mem_bandwidth / 1e9:.1f} GB/s, page faults {hw.alloc_bandwidth / 1e9:.2f} GB/s, "
-                      f"exp {hw.exp_rate / 1e9:.2f} G/s, op {hw.launch_s * 1e6:.1f} us, module op {hw.module_op_s * 1e6:.1f} us")
+    ctx.console.print(
+        f"  calibrated {hw.name}: matmul {hw.flops['float32'] / 1e9:.0f} GFLOP/s, small x{hw.small_matmul_efficiency:.2f}, "
+        f"copy {hw.mem_bandwidth / 1e9:.1f} GB/s, page faults {hw.alloc_bandwidth / 1e9:.2f} GB/s, "
+        f"exp {hw.exp_rate / 1e9:.2f} G/s, op {hw.launch_s * 1e6:.1f} us, module op {hw.module_op_s * 1e6:.1f} us"
+    )
     return hw

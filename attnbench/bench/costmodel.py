@@ -64,18 +64,30 @@ class Term:
 class Cost:
     terms: list[Term] = field(default_factory=list)
 
-    def add(self, what: str, flops=0.0, bytes=0.0, launches=0.0, kind="mm", alloc=0.0, alloc_each=0.0,
-            module_ops=0.0) -> "Cost":  # reread / reread_fits are set by attention()
-        self.terms.append(Term(what, float(flops), float(bytes), float(launches), kind, float(alloc), float(alloc_each),
-                               float(module_ops)))
+    def add(
+        self, what: str, flops=0.0, bytes=0.0, launches=0.0, kind="mm", alloc=0.0, alloc_each=0.0, module_ops=0.0
+    ) -> "Cost":  # reread / reread_fits are set by attention()
+        self.terms.append(Term(what, float(flops), float(bytes), float(launches), kind, float(alloc), float(alloc_each), float(module_ops)))
         return self
 
     def __add__(self, other: "Cost") -> "Cost":
         return Cost(self.terms + other.terms)
 
     def scaled(self, k: float) -> "Cost":
-        return Cost([replace(t, flops=t.flops * k, bytes=t.bytes * k, launches=t.launches * k, alloc=t.alloc * k,
-                             module_ops=t.module_ops * k, reread=t.reread * k) for t in self.terms])
+        return Cost(
+            [
+                replace(
+                    t,
+                    flops=t.flops * k,
+                    bytes=t.bytes * k,
+                    launches=t.launches * k,
+                    alloc=t.alloc * k,
+                    module_ops=t.module_ops * k,
+                    reread=t.reread * k,
+                )
+                for t in self.terms
+            ]
+        )
 
     @property
     def flops(self) -> float:
@@ -97,8 +109,13 @@ class Cost:
     def term_seconds(self, hw, dtype: str) -> dict[str, float]:
         """Predicted seconds of each term (same `what` summed)."""
         peak = peak_flops(hw, dtype)
-        rate = {"mm": peak, "small": peak * hw.small_matmul_efficiency, "matvec": peak * hw.matvec_efficiency,
-                "vec": math.inf, "exp": hw.exp_rate or math.inf}
+        rate = {
+            "mm": peak,
+            "small": peak * hw.small_matmul_efficiency,
+            "matvec": peak * hw.matvec_efficiency,
+            "vec": math.inf,
+            "exp": hw.exp_rate or math.inf,
+        }
         out: dict[str, float] = {}
         for t in self.terms:
             moved = t.bytes + (t.reread if t.reread_fits > hw.cache_bytes else 0.0)
@@ -152,8 +169,7 @@ def kv_reads(B, H, G, n, D, e, reference: bool) -> tuple[float, float, float]:
     return once, once * (H // G - 1), e * 2 * n * D
 
 
-def attention(c: "Cost", what: str, B, H, D, pairs, bytes, launches, fresh=0.0, kv=(0.0, 0.0, 0.0),
-              kind: str = "mm") -> "Cost":
+def attention(c: "Cost", what: str, B, H, D, pairs, bytes, launches, fresh=0.0, kv=(0.0, 0.0, 0.0), kind: str = "mm") -> "Cost":
     """A fused softmax-attention kernel over `pairs` (query, key) pairs per head: QK^T and PV
     matmuls (4 D FLOPs a pair) and one exp a pair. kv: kv_reads(...) added to the bytes; kind
     "matvec" for one query row (a decode step of torch's CPU SDPA)."""
@@ -166,10 +182,20 @@ def softmax_cost(phase, n, a: Arch, B, e, impl) -> Cost:
     H, G, D = a.n_heads, a.n_kv_heads, a.head_dim
     c, ref = Cost(), impl == "reference"
     if phase == "prefill":
-        return attention(c, "attention", B, H, D, causal_pairs(n, FUSED_TILE), e * B * n * D * (2 * H + 2 * G),
-                         2 if ref else 1, fresh=B * H * n * D * e if ref else 0)
-    return attention(c, "attention", B, H, D, n, e * B * 2 * H * D, 2 if ref else 1, kv=kv_reads(B, H, G, n, D, e, ref),
-                     kind="matvec" if ref else "mm")
+        return attention(
+            c,
+            "attention",
+            B,
+            H,
+            D,
+            causal_pairs(n, FUSED_TILE),
+            e * B * n * D * (2 * H + 2 * G),
+            2 if ref else 1,
+            fresh=B * H * n * D * e if ref else 0,
+        )
+    return attention(
+        c, "attention", B, H, D, n, e * B * 2 * H * D, 2 if ref else 1, kv=kv_reads(B, H, G, n, D, e, ref), kind="matvec" if ref else "mm"
+    )
 
 
 def sliding_window_cost(phase, n, a: Arch, B, e, impl) -> Cost:
@@ -177,8 +203,18 @@ def sliding_window_cost(phase, n, a: Arch, B, e, impl) -> Cost:
     c, ref = Cost(), impl == "reference"
     if phase == "decode":
         held = min(n, w)
-        return attention(c, "attention", B, H, D, held, e * B * 2 * H * D, 17 if ref else 1,
-                         kv=kv_reads(B, H, G, held, D, e, ref), kind="matvec" if ref else "mm")
+        return attention(
+            c,
+            "attention",
+            B,
+            H,
+            D,
+            held,
+            e * B * 2 * H * D,
+            17 if ref else 1,
+            kv=kv_reads(B, H, G, held, D, e, ref),
+            kind="matvec" if ref else "mm",
+        )
     if not ref:
         return attention(c, "attention", B, H, D, sum_window(n, w) + n * FUSED_TILE / 2, e * B * n * D * (2 * H + 2 * G), 1)
     from attnbench.kernels.sliding_window.reference import query_block
@@ -189,8 +225,7 @@ def sliding_window_cost(phase, n, a: Arch, B, e, impl) -> Cost:
     keys = t1 - np.maximum(0, t0 - w + 1)  # keys each block of queries reads (band mask, no skipping)
     pairs = float(((t1 - t0) * keys).sum())
     out = B * H * n * D * e  # torch.cat of the block outputs
-    attention(c, "attention", B, H, D, pairs, e * B * (2 * H * n * D + 2 * G * D * keys.sum()) + 2 * out,
-              15 * len(t0) + 2, fresh=out)
+    attention(c, "attention", B, H, D, pairs, e * B * (2 * H * n * D + 2 * G * D * keys.sum()) + 2 * out, 15 * len(t0) + 2, fresh=out)
     return c
 
 
@@ -254,10 +289,12 @@ def msa_cost(phase, n, a: Arch, B, e, impl) -> Cost:
 
 def selected_pairs(T: int, S: int, bs: int, k: int) -> float:
     """(query, selected block) pairs: the query at position p has min(k, p // bs + 1) blocks."""
+
     def upto(P: int) -> float:  # sum over p < P of min(k, p // bs + 1)
         m, rem = divmod(P, bs)
         whole = m * (m + 1) / 2 if m <= k else k * (k + 1) / 2 + (m - k) * k
         return bs * whole + rem * min(k, m + 1)
+
     return upto(S) - upto(S - T)
 
 
@@ -280,8 +317,13 @@ def msa_select_cost(phase, n, a: Arch, B, e, impl) -> Cost:
     score_el = float((rows * keys).sum()) * B * G  # token scores, computed tile by tile in fp32
     block_el = float((rows * n_cand).sum()) * B * G  # block scores
     # torch ops (views included): 5 a key tile (slice, matmul, view, amax into a slice), ~33 a query tile
-    c.add("index scores", 2 * Di * score_el, 2 * F32 * score_el + e * B * Di * float(keys.sum()), 5 * tiles,
-          kind="matvec" if T == 1 else "small")
+    c.add(
+        "index scores",
+        2 * Di * score_el,
+        2 * F32 * score_el + e * B * Di * float(keys.sum()),
+        5 * tiles,
+        kind="matvec" if T == 1 else "small",
+    )
     c.add("top-k", 0, 7 * F32 * block_el, 33 * len(t0) + 10, kind="vec")  # topk, then the tie check (>= the k-th, sum)
     return c
 
@@ -304,8 +346,18 @@ def msa_attn_cost(phase, n, a: Arch, B, e, impl) -> Cost:
         nb = -(-S // bs)
         masks = B * G * T * (nb + 1) + 4 * B * G * T * S + B * H * T * S  # bools: scatter, expand, causal, per head
         c.add("selection mask", 0, 2 * masks, 23, kind="vec")
-        return attention(c, "attention", B, H, D, T * S, e * B * 2 * H * T * D + B * H * T * S, 2,
-                         kv=kv_reads(B, H, G, S, D, e, True), kind="matvec" if T == 1 else "mm")
+        return attention(
+            c,
+            "attention",
+            B,
+            H,
+            D,
+            T * S,
+            e * B * 2 * H * T * D + B * H * T * S,
+            2,
+            kv=kv_reads(B, H, G, S, D, e, True),
+            kind="matvec" if T == 1 else "mm",
+        )
     # _sparse: _local (each query's own block, causal, all query blocks of a chunk in one GEMM
     # pair) starts an online softmax; _remote folds in the other selected blocks block-major, one
     # Python pass per (batch, group) and one GEMM pair per key block that some query selected.
@@ -313,14 +365,26 @@ def msa_attn_cost(phase, n, a: Arch, B, e, impl) -> Cost:
     rows = B * G * (T + chunks * bs)  # query rows of the local pass (padded to whole blocks)
     grid = rows * Hg * bs * F32  # its (rows, Hg, bs) fp32 scores / probabilities
     acc = B * H * T * (D + 2) * F32  # running o, m, l
-    c.add("local block", 4 * Hg * D * bs * rows, 6 * grid + 3 * acc + e * B * (H * T * D + 2 * G * S * D),
-          25 * chunks, kind="small", alloc=3 * grid, alloc_each=grid / chunks)
+    c.add(
+        "local block",
+        4 * Hg * D * bs * rows,
+        6 * grid + 3 * acc + e * B * (H * T * D + 2 * G * S * D),
+        25 * chunks,
+        kind="small",
+        alloc=3 * grid,
+        alloc_each=grid / chunks,
+    )
     remote = max(pairs - B * G * T, 0.0)  # (query, earlier block) pairs
     runs = B * G
     blocks = runs * min(max(S // bs - 1, 0), remote / runs)  # key blocks some query selected
     # per pair: its query rows gathered, its scores (6 passes), o / l / m gathered, rescaled, put back
-    c.add("remote blocks", 4 * Hg * D * bs * remote,
-          remote * Hg * (6 * bs + 8 * D + 12) * F32 + e * 2 * B * G * S * D, 28 * blocks + 25 * runs, kind="small")
+    c.add(
+        "remote blocks",
+        4 * Hg * D * bs * remote,
+        remote * Hg * (6 * bs + 8 * D + 12) * F32 + e * 2 * B * G * S * D,
+        28 * blocks + 25 * runs,
+        kind="small",
+    )
     c.add("softmax (exp)", rows * Hg * bs + remote * Hg * (bs + 1), 0, 0, kind="exp")
     c.add("pair sort", 0, 10 * 8 * (remote + B * G * T), 0, kind="vec")
     c.add("normalise", 0, 2 * acc + 2 * B * H * T * D * F32, 3, kind="vec")
@@ -347,12 +411,18 @@ def dsa_cost(phase, n, a: Arch, B, e, impl) -> Cost:
     return c.add("sparse MLA (exp)", B * H * attended, 0, 0, kind="exp")
 
 
-COSTS = {"softmax": softmax_cost, "lightning": lightning_cost, "sliding_window": sliding_window_cost,
-         "msa": msa_cost, "msa_select": msa_select_cost, "msa_attn": msa_attn_cost, "dsa": dsa_cost}
+COSTS = {
+    "softmax": softmax_cost,
+    "lightning": lightning_cost,
+    "sliding_window": sliding_window_cost,
+    "msa": msa_cost,
+    "msa_select": msa_select_cost,
+    "msa_attn": msa_attn_cost,
+    "dsa": dsa_cost,
+}
 
 
-def op_cost(op: str, phase: str, n: int, arch: Arch, *, batch: int = 1, dtype: str = "float32",
-            impl: str = "fused") -> Cost:
+def op_cost(op: str, phase: str, n: int, arch: Arch, *, batch: int = 1, dtype: str = "float32", impl: str = "fused") -> Cost:
     """Cost of one call of an attention op (not the projections) for `batch` sequences."""
     if op not in COSTS:
         raise ValueError(f"op {op!r}: one of {', '.join(COSTS)}")
@@ -374,15 +444,26 @@ def linear_params(arch: Arch, letter: str, moe: tuple[int, int, int] | None) -> 
         return arch.active_params / arch.n_layers
     C, H, G, D = arch.d_model, arch.n_heads, arch.n_kv_heads, arch.head_dim
     E, K, F = moe
-    attn = {"S": C * H * D + C * 2 * G * D + H * D * C,
-            "W": C * H * D + C * 2 * G * D + H * D * C,
-            "L": C * 3 * H * D + C * H * D + H * D * C,
-            "M": C * H * D + C * 2 * G * D + H * D * C + C * G * arch.index_dim + C * arch.index_dim}[letter]
+    attn = {
+        "S": C * H * D + C * 2 * G * D + H * D * C,
+        "W": C * H * D + C * 2 * G * D + H * D * C,
+        "L": C * 3 * H * D + C * H * D + H * D * C,
+        "M": C * H * D + C * 2 * G * D + H * D * C + C * G * arch.index_dim + C * arch.index_dim,
+    }[letter]
     return attn + C * E + K * 2 * C * F
 
 
-def layer_cost(letter: str, phase: str, n: int, arch: Arch, *, batch: int = 1, dtype: str = "float32",
-               impl: str = "fused", moe: tuple[int, int, int] | None = None) -> Cost:
+def layer_cost(
+    letter: str,
+    phase: str,
+    n: int,
+    arch: Arch,
+    *,
+    batch: int = 1,
+    dtype: str = "float32",
+    impl: str = "fused",
+    moe: tuple[int, int, int] | None = None,
+) -> Cost:
     """One whole layer (attention op + projections + MoE) for `batch` sequences.
 
     Linear work: 2 FLOPs per active parameter per token; weights read once per call (all experts
@@ -401,13 +482,20 @@ def layer_cost(letter: str, phase: str, n: int, arch: Arch, *, batch: int = 1, d
         E, K = (moe[0], moe[1]) if moe is not None else (1, 1)  # norms, projections, RoPE, cache, MoE loop
         module_ops = of(letter).glue_ops + (14 * E if T > 1 else 2 * E + 12 * K)
     kind = "matvec" if impl == "reference" and batch * T == 1 else "mm"  # one token: matrix-vector products
-    linear = Cost().add("projections + MoE", 2 * P * batch * T, e * (touched + 8 * batch * T * arch.d_model),
-                        0 if impl == "reference" else 10, kind=kind, module_ops=module_ops)
+    linear = Cost().add(
+        "projections + MoE",
+        2 * P * batch * T,
+        e * (touched + 8 * batch * T * arch.d_model),
+        0 if impl == "reference" else 10,
+        kind=kind,
+        module_ops=module_ops,
+    )
     return op_cost(of(letter).cost, phase, n, arch, batch=batch, dtype=dtype, impl=impl) + linear
 
 
-def model_cost(arch: Arch, phase: str, n: int, *, batch: int = 1, dtype: str = "bfloat16", impl: str = "fused",
-               attention_only: bool = False, moe=None) -> Cost:
+def model_cost(
+    arch: Arch, phase: str, n: int, *, batch: int = 1, dtype: str = "bfloat16", impl: str = "fused", attention_only: bool = False, moe=None
+) -> Cost:
     """All layers of a model; attention_only drops the projections and MoE."""
     total = Cost()
     for letter in sorted(set(arch.layout)):

@@ -41,8 +41,9 @@ def measured(lengths: Sequence[int], cost: Sequence[float], baseline: Sequence[f
     return _result(value, "=", int(lo), int(hi), crossings, "measured")
 
 
-def analytic(cost: Callable[[int], float], baseline: Callable[[int], float], *, n_min: int = 1,
-             n_max: int = 1 << 26, per_octave: int = 8) -> dict:
+def analytic(
+    cost: Callable[[int], float], baseline: Callable[[int], float], *, n_min: int = 1, n_max: int = 1 << 26, per_octave: int = 8
+) -> dict:
     """Crossover of two cost functions of n on [n_min, n_max] (integers)."""
     grid = np.unique(np.round(np.geomspace(n_min, n_max, int(per_octave * np.log2(n_max / n_min)) + 2)).astype(int))
     r = np.array([np.log(cost(int(x))) - np.log(baseline(int(x))) for x in grid])

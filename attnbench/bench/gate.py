@@ -23,8 +23,10 @@ from attnbench.model.lightning import decay_rates
 
 def _truth_and_plain(fn, *xs, **kw) -> tuple[tuple, tuple]:
     """fn's outputs (as a tuple) on float64 copies of xs (the truth) and on fp32 copies (plain torch)."""
+
     def cast(x, dtype):
         return x.to(dtype) if isinstance(x, torch.Tensor) and x.is_floating_point() else x
+
     outs = []
     for dtype in (torch.float64, torch.float32):
         out = fn(*(cast(x, dtype) for x in xs), **{n: cast(x, dtype) for n, x in kw.items()})
@@ -44,12 +46,15 @@ def selection_ok(block_idx, index_q, index_k, block_size: int) -> bool:
     return torch.allclose(got_s, want_s, rtol=tolerance.TIE_RTOL, atol=tolerance.TIE_RTOL)
 
 
-def check(letter: str, *, device: torch.device, backend: str = "auto", window: int = 40, block_size: int = 16,
-          top_k: int = 4) -> tuple[bool, float]:
+def check(
+    letter: str, *, device: torch.device, backend: str = "auto", window: int = 40, block_size: int = 16, top_k: int = 4
+) -> tuple[bool, float]:
     """(passed, worst relative error max |got - truth| / max |truth|) of the op(s) of one layer letter."""
     g = torch.Generator().manual_seed(0)
+
     def r(*shape, scale=1.0):
         return (torch.randn(*shape, generator=g) * scale).to(device)
+
     B, H, G, S, D = 2, 4, 2, 200, 24
     passed, worst = True, 0.0
     for T in (S, 1):

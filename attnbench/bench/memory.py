@@ -77,6 +77,7 @@ def memory_crossover(arch: Arch, baseline: Arch, dtype: str, n_max: int = N_MAX)
     Both sides are piecewise linear in n (a window caps W layers), so the answer is found by
     bisection on the last interval where the sign changes (exact integer).
     """
+
     def cheaper(n: int) -> bool:
         return cache_bytes(arch, n, dtype) < cache_bytes(baseline, n, dtype)
 

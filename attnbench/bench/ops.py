@@ -46,11 +46,17 @@ class Shape:
 def make_inputs(op: str, sh: Shape, dtype: torch.dtype, device: torch.device, seed: int = 0) -> dict:
     """Random inputs of ``op`` at ``sh`` (unit-scale q, k, v; lightning's q, k scaled by 0.3)."""
     g = torch.Generator(device="cpu").manual_seed(seed)
+
     def rnd(*s, scale=1.0):
         return (torch.randn(*s, generator=g) * scale).to(device=device, dtype=dtype)
+
     if op == "lightning":
-        return dict(q=rnd(sh.B, sh.H, sh.T, sh.D, scale=0.3), k=rnd(sh.B, sh.H, sh.T, sh.D, scale=0.3),
-                    v=rnd(sh.B, sh.H, sh.T, sh.D), decay=decay_rates(sh.H, 0, 2).to(device))
+        return dict(
+            q=rnd(sh.B, sh.H, sh.T, sh.D, scale=0.3),
+            k=rnd(sh.B, sh.H, sh.T, sh.D, scale=0.3),
+            v=rnd(sh.B, sh.H, sh.T, sh.D),
+            decay=decay_rates(sh.H, 0, 2).to(device),
+        )
     x = dict(q=rnd(sh.B, sh.H, sh.T, sh.D), k=rnd(sh.B, sh.Hkv, sh.T, sh.D), v=rnd(sh.B, sh.Hkv, sh.T, sh.D))
     if op == "msa":
         x["index_q"] = rnd(sh.B, sh.Hkv, sh.T, sh.index_dim)
@@ -115,8 +121,10 @@ def baseline(name: str, op: str, x: dict, sh: Shape) -> tuple[Callable, list] | 
 
         mask = create_block_mask(band, B=None, H=None, Q_LEN=sh.T, KV_LEN=sh.T, device=x["q"].device)
         flex = torch.compile(flex_attention)
+
         def fn():
             return flex(x["q"], x["k"], x["v"], block_mask=mask, enable_gqa=sh.H != sh.Hkv)
+
         fn()  # compile now, outside the timing
         return fn, [x["q"], x["k"], x["v"]]
     if name == "fla" and op == "lightning":
@@ -168,8 +176,9 @@ def fwd_bwd(fn: Callable[[dict], torch.Tensor], x: dict, names: tuple[str, ...],
     return out.detach(), dict(zip(names, grads))
 
 
-def selection_gap(got: torch.Tensor, want: torch.Tensor, index_q: torch.Tensor, index_k: torch.Tensor,
-                  block_size: int) -> tuple[float, float, float]:
+def selection_gap(
+    got: torch.Tensor, want: torch.Tensor, index_q: torch.Tensor, index_k: torch.Tensor, block_size: int
+) -> tuple[float, float, float]:
     """How two msa selections differ: (fraction of rows that differ, the largest gap between the
     sorted block scores the two chose on those rows, max |block score| there), scores in fp32.
 

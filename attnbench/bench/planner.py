@@ -33,8 +33,9 @@ def _moe(m):
     return (m.n_experts, m.top_k_experts, m.d_expert)
 
 
-def forward_cost(model_cfg, design_cfg, phase: str, n: int, *, batch: int = 1, dtype: str = "float32",
-                 impl: str = "reference") -> costmodel.Cost:
+def forward_cost(
+    model_cfg, design_cfg, phase: str, n: int, *, batch: int = 1, dtype: str = "float32", impl: str = "reference"
+) -> costmodel.Cost:
     """Every layer plus the embedding lookup and the output head, for `batch` sequences."""
     arch = from_model(model_cfg, design_cfg)
     cost = costmodel.model_cost(arch, phase, n, batch=batch, dtype=dtype, impl=impl, moe=_moe(model_cfg))
@@ -44,8 +45,7 @@ def forward_cost(model_cfg, design_cfg, phase: str, n: int, *, batch: int = 1, d
     return cost.add("head", 2 * batch * T * C * V, e * (V * C + batch * T * (C + V)), 3)
 
 
-def prefill_cost(model_cfg, design_cfg, n: int, *, batch: int = 1, dtype: str = "float32",
-                 impl: str = "reference") -> costmodel.Cost:
+def prefill_cost(model_cfg, design_cfg, n: int, *, batch: int = 1, dtype: str = "float32", impl: str = "reference") -> costmodel.Cost:
     """What Model.prefill of n tokens computes: every layer but the last in full; the last only
     fills its cache (K and V projections, msa's index keys; a lightning layer runs its attention
     to update its state, but not its MoE); no output head."""
@@ -66,20 +66,19 @@ def prefill_cost(model_cfg, design_cfg, n: int, *, batch: int = 1, dtype: str = 
     return cost.add("last layer: cache", 2 * batch * n * C * width, e * batch * n * (C + width), 3)
 
 
-def step_seconds(model_cfg, design_cfg, hw, *, batch: int, seq_len: int, train: bool = True,
-                 dtype: str = "float32", impl: str = "reference") -> float:
+def step_seconds(
+    model_cfg, design_cfg, hw, *, batch: int, seq_len: int, train: bool = True, dtype: str = "float32", impl: str = "reference"
+) -> float:
     """One training step (forward + backward) or one full-sequence forward pass."""
     fwd = forward_cost(model_cfg, design_cfg, "prefill", seq_len, batch=batch, dtype=dtype, impl=impl).seconds(hw, dtype)
     return 3 * fwd if train else fwd
 
 
-def prefill_seconds(model_cfg, design_cfg, hw, *, batch: int = 1, n: int, dtype: str = "float32",
-                    impl: str = "reference") -> float:
+def prefill_seconds(model_cfg, design_cfg, hw, *, batch: int = 1, n: int, dtype: str = "float32", impl: str = "reference") -> float:
     return forward_cost(model_cfg, design_cfg, "prefill", n, batch=batch, dtype=dtype, impl=impl).seconds(hw, dtype)
 
 
-def decode_seconds(model_cfg, design_cfg, hw, *, batch: int = 1, n: int, dtype: str = "float32",
-                   impl: str = "reference") -> float:
+def decode_seconds(model_cfg, design_cfg, hw, *, batch: int = 1, n: int, dtype: str = "float32", impl: str = "reference") -> float:
     """One generated token against a cache of n tokens."""
     return forward_cost(model_cfg, design_cfg, "decode", n, batch=batch, dtype=dtype, impl=impl).seconds(hw, dtype)
 

@@ -91,8 +91,7 @@ TEXT01 = Arch(
         "num_hidden_layers 80, num_attention_heads 64, num_key_value_heads 8, head_dim 128, "
         "num_local_experts 32, num_experts_per_tok 2, rotary_dim 64, attn_type_list)",
         "params": "MiniMax-01 technical report, arXiv 2501.08313: 456B total, 45.9B activated",
-        "cache claim": "seed 000: 'Only 10 of its 80 layers keep a cache that grows with the "
-        "context, about 40 KiB per token in BF16'",
+        "cache claim": "seed 000: 'Only 10 of its 80 layers keep a cache that grows with the context, about 40 KiB per token in BF16'",
     },
 )
 

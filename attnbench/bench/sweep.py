@@ -30,6 +30,7 @@ from .presets import from_model
 from .timing import efficiency, time_fn
 from .workloads import layer_call, make_block, op_call
 
+
 @dataclass
 class Budget:
     deadline: float  # time.perf_counter() value after which nothing new starts
@@ -66,8 +67,16 @@ def gate(ctx, letters: str) -> dict[str, bool]:
             continue
         ok, err = check(letter, device=ctx.device, backend=ctx.cfg.backend)
         passed[letter] = ok
-        ctx.record(design, "gate/rel_error", err, "relative", "measured" if ok else "failed", backend=backend,
-                   op=op_of(letter), note="naive fp64 formula, kernels/tolerance.py rule; T=200 and T=1 of S=200, D=24, GQA 4/2")
+        ctx.record(
+            design,
+            "gate/rel_error",
+            err,
+            "relative",
+            "measured" if ok else "failed",
+            backend=backend,
+            op=op_of(letter),
+            note="naive fp64 formula, kernels/tolerance.py rule; T=200 and T=1 of S=200, D=24, GQA 4/2",
+        )
         ctx.console.print(f"  gate {op_of(letter):<15} backend={backend:<9} max rel err {err:.1e} {'ok' if ok else 'FAILED'}")
     return passed
 
@@ -78,12 +87,12 @@ def _previous(ctx) -> dict[str, dict]:
 
     if not ctx.recorder.path.exists():
         return {}
-    return {r["cell"]: r for r in read_jsonl(ctx.recorder.path)
-            if r.get("cell") and str(r.get("metric", "")).startswith("latency/")}
+    return {r["cell"]: r for r in read_jsonl(ctx.recorder.path) if r.get("cell") and str(r.get("metric", "")).startswith("latency/")}
 
 
-def run(ctx, hw, letters: str, passed: dict[str, bool], budget: Budget, *, scopes=None,
-        lens: dict[str, list[int]] | None = None) -> pd.DataFrame:
+def run(
+    ctx, hw, letters: str, passed: dict[str, bool], budget: Budget, *, scopes=None, lens: dict[str, list[int]] | None = None
+) -> pd.DataFrame:
     cfg, dev, b = ctx.cfg, ctx.device, ctx.cfg.bench
     dtype = getattr(torch, b.dtype)
     scopes = list(scopes or b.scopes)
@@ -109,11 +118,24 @@ def run(ctx, hw, letters: str, passed: dict[str, bool], budget: Budget, *, scope
                     else:
                         cost = costmodel.layer_cost(L, phase, n, arch, batch=b.batch, dtype=b.dtype, impl=impl, moe=moe)
                     groups.setdefault((scope, phase, n), []).append(
-                        dict(scope=scope, phase=phase, n=n, letter=L, op=op, design=design, backend=backend, impl=impl,
-                             predicted_ms=1e3 * cost.seconds(hw, b.dtype), flops=cost.flops,
-                             peak=costmodel.peak_flops(hw, b.dtype) if hw.flops else None))
+                        dict(
+                            scope=scope,
+                            phase=phase,
+                            n=n,
+                            letter=L,
+                            op=op,
+                            design=design,
+                            backend=backend,
+                            impl=impl,
+                            predicted_ms=1e3 * cost.seconds(hw, b.dtype),
+                            flops=cost.flops,
+                            peak=costmodel.peak_flops(hw, b.dtype) if hw.flops else None,
+                        )
+                    )
+
     def group_cost(key):  # seconds the cells that will run cost (a cell over max_call_s is skipped anyway)
         return sum(c["predicted_ms"] for c in groups[key] if c["predicted_ms"] <= 1e3 * b.max_call_s)
+
     for key in sorted(groups, key=group_cost):
         for row in groups[key]:
             rows.append(_cell(ctx, row, done, blocks, budget, passed, archs, dtype))
@@ -123,25 +145,32 @@ def run(ctx, hw, letters: str, passed: dict[str, bool], budget: Budget, *, scope
 def _cell(ctx, row: dict, done: dict, blocks: dict, budget: Budget, passed: dict, archs: dict, dtype) -> dict:
     """Time one cell (or skip it, or take it from an earlier run); record it; return its row."""
     cfg, dev, b = ctx.cfg, ctx.device, ctx.cfg.bench
-    scope, phase, n, L, op, design, backend, impl = (row[k] for k in ("scope", "phase", "n", "letter", "op", "design",
-                                                                       "backend", "impl"))
+    scope, phase, n, L, op, design, backend, impl = (row[k] for k in ("scope", "phase", "n", "letter", "op", "design", "backend", "impl"))
     predicted = row["predicted_ms"] / 1e3
     metric = f"latency/{phase}_ms"
     cell = ctx.cell(metric=metric, scope=scope, n=n, letter=L, backend=backend, dtype=b.dtype)
     if cell.done and cell.key in done:
         prev = done[cell.key]
-        return {**row, "status": prev["status"], "median_ms": prev["value"], "p25_ms": prev.get("p25_ms"),
-                "p75_ms": prev.get("p75_ms"), "load": prev.get("load"), "noisy": prev.get("noisy", False)}
+        return {
+            **row,
+            "status": prev["status"],
+            "median_ms": prev["value"],
+            "p25_ms": prev.get("p25_ms"),
+            "p75_ms": prev.get("p75_ms"),
+            "load": prev.get("load"),
+            "noisy": prev.get("noisy", False),
+        }
     reason = None
     if not passed.get(L, False):
         reason = "op failed its correctness gate"
     elif predicted > b.max_call_s:
         reason = f"predicted {predicted:.1f} s per call > bench.max_call_s={b.max_call_s}"
     elif predicted * (b.repeats + 1) * b.max_rel_error > budget.left():  # warm-up + repeats, model error allowed
-        reason = (f"predicted {predicted * (b.repeats + 1):.0f} s (x{b.max_rel_error} model error) for the cell > "
-                  f"{budget.left():.0f} s of budget left")
-    fields = dict(context_len=n, scope=scope, op=op, backend=backend, dtype=b.dtype, predicted_ms=1e3 * predicted,
-                  impl=impl, layout=L)
+        reason = (
+            f"predicted {predicted * (b.repeats + 1):.0f} s (x{b.max_rel_error} model error) for the cell > "
+            f"{budget.left():.0f} s of budget left"
+        )
+    fields = dict(context_len=n, scope=scope, op=op, backend=backend, dtype=b.dtype, predicted_ms=1e3 * predicted, impl=impl, layout=L)
     if reason:
         cell.record(design, metric, None, "ms", "skipped", reason=reason, **fields)
         cell.commit()
@@ -154,14 +183,15 @@ def _cell(ctx, row: dict, done: dict, blocks: dict, budget: Budget, passed: dict
         fn = layer_call(blocks[L], phase, n, batch=b.batch, dtype=dtype, device=dev, seed=cfg.seed)
     t = time_fn(fn, dev, min_run_time=b.min_run_time, repeats=b.repeats)
     del fn
-    cell.record(design, metric, t.median_ms, "ms", "measured", **t.fields(),
-                **efficiency(row["flops"], t.median_ms / 1e3, row["peak"]), **fields)
+    cell.record(
+        design, metric, t.median_ms, "ms", "measured", **t.fields(), **efficiency(row["flops"], t.median_ms / 1e3, row["peak"]), **fields
+    )
     cell.commit()
-    ctx.console.print(f"  {scope:<5} {phase:<7} n={n:>7} {op:<15} {t.median_ms:>10.2f} ms "
-                      f"(pred {1e3 * predicted:>9.2f}, x{1e3 * predicted / t.median_ms:.2f}) load {t.load:.1f}"
-                      + (" NOISY" if t.noisy else ""))
-    return {**row, "status": "measured", "median_ms": t.median_ms, "p25_ms": t.p25_ms, "p75_ms": t.p75_ms,
-            "load": t.load, "noisy": t.noisy}
+    ctx.console.print(
+        f"  {scope:<5} {phase:<7} n={n:>7} {op:<15} {t.median_ms:>10.2f} ms "
+        f"(pred {1e3 * predicted:>9.2f}, x{1e3 * predicted / t.median_ms:.2f}) load {t.load:.1f}" + (" NOISY" if t.noisy else "")
+    )
+    return {**row, "status": "measured", "median_ms": t.median_ms, "p25_ms": t.p25_ms, "p75_ms": t.p75_ms, "load": t.load, "noisy": t.noisy}
 
 
 def record_model_errors(ctx, df: pd.DataFrame) -> pd.DataFrame:
@@ -171,10 +201,23 @@ def record_model_errors(ctx, df: pd.DataFrame) -> pd.DataFrame:
     m["ratio"] = m.predicted_ms / m.median_ms
     for r in m.itertuples():
         within = 1 / b.max_rel_error <= r.ratio <= b.max_rel_error
-        ctx.record(r.design, "costmodel/rel_error", float(r.ratio), "predicted/measured", "measured", op=r.op,
-                   phase=r.phase, scope=r.scope, context_len=int(r.n), backend=r.backend, within=bool(within),
-                   bound=b.max_rel_error, layout=r.letter, load=getattr(r, "load", None),
-                   noisy=bool(getattr(r, "noisy", False)))
+        ctx.record(
+            r.design,
+            "costmodel/rel_error",
+            float(r.ratio),
+            "predicted/measured",
+            "measured",
+            op=r.op,
+            phase=r.phase,
+            scope=r.scope,
+            context_len=int(r.n),
+            backend=r.backend,
+            within=bool(within),
+            bound=b.max_rel_error,
+            layout=r.letter,
+            load=getattr(r, "load", None),
+            noisy=bool(getattr(r, "noisy", False)),
+        )
     return m
 
 

@@ -36,8 +36,15 @@ class Timing:
 
     def fields(self) -> dict:
         """What a latency record carries besides its value."""
-        return {"p25_ms": self.p25_ms, "p75_ms": self.p75_ms, "n": self.n, "method": self.method, "load": self.load,
-                "load_before": self.load_before, "noisy": self.noisy}
+        return {
+            "p25_ms": self.p25_ms,
+            "p75_ms": self.p75_ms,
+            "n": self.n,
+            "method": self.method,
+            "load": self.load,
+            "load_before": self.load_before,
+            "noisy": self.noisy,
+        }
 
 
 def noisy(*loads: float) -> bool:
@@ -55,8 +62,7 @@ def efficiency(flops: float, seconds: float, peak_flops: float | None) -> dict:
     return out
 
 
-def time_fn(fn: Callable[[], object], device: torch.device, *, min_run_time: float = 0.5, warmup: int = 1,
-            repeats: int = 3) -> Timing:
+def time_fn(fn: Callable[[], object], device: torch.device, *, min_run_time: float = 0.5, warmup: int = 1, repeats: int = 3) -> Timing:
     """Time ``fn()`` (which must do all its work before returning, or on ``device``).
 
     At least ``repeats`` (>= 3 by default) measurements are taken, even when one call outlasts
@@ -69,8 +75,17 @@ def time_fn(fn: Callable[[], object], device: torch.device, *, min_run_time: flo
         ms = triton.testing.do_bench(fn, warmup=25, rep=max(100, int(min_run_time * 1000)), return_mode="all")
         q = statistics.quantiles(ms, n=4, method="inclusive") if len(ms) > 1 else [ms[0]] * 3
         after = os.getloadavg()[0]
-        return Timing(statistics.median(ms), q[0], q[2], len(ms), "triton.do_bench", torch.cuda.get_device_name(device),
-                      after, before, noisy(before, after))
+        return Timing(
+            statistics.median(ms),
+            q[0],
+            q[2],
+            len(ms),
+            "triton.do_bench",
+            torch.cuda.get_device_name(device),
+            after,
+            before,
+            noisy(before, after),
+        )
     import torch.utils.benchmark as benchmark
 
     start = time.perf_counter()
@@ -84,5 +99,4 @@ def time_fn(fn: Callable[[], object], device: torch.device, *, min_run_time: flo
         times.append(timer.timeit(1).median * 1e3)
     q = statistics.quantiles(times, n=4, method="inclusive") if len(times) > 1 else [times[0]] * 3
     after = os.getloadavg()[0]
-    return Timing(statistics.median(times), q[0], q[2], len(times), "torch.utils.benchmark", "cpu", after, before,
-                  noisy(before, after))
+    return Timing(statistics.median(times), q[0], q[2], len(times), "torch.utils.benchmark", "cpu", after, before, noisy(before, after))

@@ -27,11 +27,14 @@ def _randn(*shape, dtype, device, g, scale=1.0):
     return (torch.randn(*shape, generator=g, dtype=torch.float32) * scale).to(device=device, dtype=dtype)
 
 
-def op_call(letter: str, phase: str, n: int, a: Arch, *, batch: int, dtype: torch.dtype, device: torch.device,
-            backend: str = "auto", seed: int = 0) -> Callable[[], object]:
+def op_call(
+    letter: str, phase: str, n: int, a: Arch, *, batch: int, dtype: torch.dtype, device: torch.device, backend: str = "auto", seed: int = 0
+) -> Callable[[], object]:
     g = torch.Generator().manual_seed(seed)
+
     def r(*shape, scale=1.0):
         return _randn(*shape, dtype=dtype, device=device, g=g, scale=scale)
+
     B, H, G, D = batch, a.n_heads, a.n_kv_heads, a.head_dim
     T = n if phase == "prefill" else 1
     if letter == "S":
@@ -53,6 +56,7 @@ def op_call(letter: str, phase: str, n: int, a: Arch, *, batch: int, dtype: torc
         def call():
             idx = msa_select(iq, ik, a.block_size, a.top_k, backend=backend)
             return msa_attn(q, k, v, idx, a.block_size, backend=backend)
+
         return call
     raise ValueError(f"no op for layer letter {letter!r}")
 
@@ -60,8 +64,10 @@ def op_call(letter: str, phase: str, n: int, a: Arch, *, batch: int, dtype: torc
 def filled_cache(block: Block, n: int, *, batch: int, dtype: torch.dtype, device: torch.device, seed: int = 0):
     """A cache for `block` holding n tokens of random keys / values / index keys / state."""
     g = torch.Generator().manual_seed(seed)
+
     def r(*shape):
         return _randn(*shape, dtype=dtype, device=device, g=g)
+
     attn: Any = block.attn  # which attention, and so which cache, the letter below says
     cache: Any = attn.new_cache()
     letter = block.letter
@@ -91,8 +97,9 @@ def rewind(cache, n: int) -> None:
         cache.length = n
 
 
-def layer_call(block: Block, phase: str, n: int, *, batch: int, dtype: torch.dtype, device: torch.device,
-               seed: int = 0) -> Callable[[], object]:
+def layer_call(
+    block: Block, phase: str, n: int, *, batch: int, dtype: torch.dtype, device: torch.device, seed: int = 0
+) -> Callable[[], object]:
     g = torch.Generator().manual_seed(seed)
     C = block.attn_norm.normalized_shape[0]
     if phase == "prefill":
@@ -101,6 +108,7 @@ def layer_call(block: Block, phase: str, n: int, *, batch: int, dtype: torch.dty
         def prefill():
             with torch.no_grad():
                 return block(x, block.attn.new_cache())
+
         return prefill
     x = _randn(batch, 1, C, dtype=dtype, device=device, g=g)
     cache = filled_cache(block, n, batch=batch, dtype=dtype, device=device, seed=seed)
@@ -110,6 +118,7 @@ def layer_call(block: Block, phase: str, n: int, *, batch: int, dtype: torch.dty
             out = block(x, cache)
         rewind(cache, n)
         return out
+
     return decode
 
 

@@ -15,8 +15,23 @@ from omegaconf import MISSING
 
 from attnbench.tasks.batches import Stage as StageConfig  # one stage type: the schema is the generator's own
 
-from .choices import (Backend, BenchScope, Device, Dtype, Haystack, HopTask, IndexPool, KernelBaseline, KernelOp, LockMode,
-                      NiahVariant, Parallel, Position, TorchDtype, WandbMode)
+from .choices import (
+    Backend,
+    BenchScope,
+    Device,
+    Dtype,
+    Haystack,
+    HopTask,
+    IndexPool,
+    KernelBaseline,
+    KernelOp,
+    LockMode,
+    NiahVariant,
+    Parallel,
+    Position,
+    TorchDtype,
+    WandbMode,
+)
 
 # TrainConfig fields that say how training is spread over processes, not what it computes:
 # they stay out of checkpoint keys and run hashes, so a run resumes on any number of processes.
@@ -92,8 +107,7 @@ def default_stages() -> list:
         StageConfig(n_keys=64, n_values=16, n_filler=64, n_pairs=4, context_len=32, n_queries=4),
         StageConfig(n_keys=64, n_values=16, n_filler=64, n_pairs=8, context_len=64, n_queries=8),
         StageConfig(n_keys=64, n_values=16, n_filler=64, n_pairs=8, context_len=128, n_queries=8, value_noise=0.05),
-        StageConfig(n_keys=64, n_values=16, n_filler=64, n_pairs=8, context_len=128, n_queries=8, value_noise=0.05,
-                    max_context_len=1024),
+        StageConfig(n_keys=64, n_values=16, n_filler=64, n_pairs=8, context_len=128, n_queries=8, value_noise=0.05, max_context_len=1024),
     ]
 
 
@@ -296,9 +310,12 @@ def register() -> None:
 def execution_free(train: dict) -> dict:
     """A train config (as a dict) without what only says how it runs (TRAIN_EXECUTION) and
     without fields added later while at their default: what checkpoint keys and run hashes see."""
-    out = {k: v for k, v in train.items()
-           if k not in TRAIN_EXECUTION and not (k in TRAIN_ADDED_AT_DEFAULT and v == TRAIN_ADDED_AT_DEFAULT[k])}
+    out = {
+        k: v for k, v in train.items() if k not in TRAIN_EXECUTION and not (k in TRAIN_ADDED_AT_DEFAULT and v == TRAIN_ADDED_AT_DEFAULT[k])
+    }
     if "stages" in out:
-        out["stages"] = [{k: v for k, v in dict(s).items() if not (k in STAGE_ADDED_AT_DEFAULT and v == STAGE_ADDED_AT_DEFAULT[k])}
-                         for s in out["stages"]]
+        out["stages"] = [
+            {k: v for k, v in dict(s).items() if not (k in STAGE_ADDED_AT_DEFAULT and v == STAGE_ADDED_AT_DEFAULT[k])}
+            for s in out["stages"]
+        ]
     return out

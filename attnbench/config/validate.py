@@ -70,8 +70,11 @@ def validate_memory(cfg) -> None:
         return  # each length against memory (attnbench.plan), the cost experiments against bench.max_call_s
     need, have = smoke_bytes(cfg), psutil.virtual_memory().total
     if need > have:
-        raise ConfigError("exp.seq_len", cfg.exp.seq_len, f"needs at least {need / 2**30:,.1f} GiB at exp.batch="
-                          f"{cfg.exp.batch}; this machine has {have / 2**30:,.1f} GiB")
+        raise ConfigError(
+            "exp.seq_len",
+            cfg.exp.seq_len,
+            f"needs at least {need / 2**30:,.1f} GiB at exp.batch={cfg.exp.batch}; this machine has {have / 2**30:,.1f} GiB",
+        )
 
 
 def validate_design(name: str, d, n_layers: int, used: bool = True) -> None:
@@ -115,8 +118,9 @@ def _no_unknown_keys(node, where: str) -> None:
             continue
         path = f"{where}.{key!s}" if where else str(key)
         if fields is not None and key not in fields:
-            raise ConfigError(path, OmegaConf.select(node, str(key), throw_on_missing=False),
-                              f"unknown key; allowed: {', '.join(sorted(fields))}")
+            raise ConfigError(
+                path, OmegaConf.select(node, str(key), throw_on_missing=False), f"unknown key; allowed: {', '.join(sorted(fields))}"
+            )
         _no_unknown_keys(node._get_node(key), path)
 
 
@@ -148,8 +152,11 @@ def validate(cfg) -> None:
         validate_design(name, d, m.n_layers, used=name in in_use)
         width = m.n_heads * m.head_dim
         if d.lightning_heads and width % d.lightning_heads:
-            raise ConfigError(f"attention.{name}.lightning_heads", d.lightning_heads,
-                              f"must divide the attention width model.n_heads x model.head_dim = {width}")
+            raise ConfigError(
+                f"attention.{name}.lightning_heads",
+                d.lightning_heads,
+                f"must divide the attention width model.n_heads x model.head_dim = {width}",
+            )
     known = sorted(cfg.attention)
     for i, name in enumerate(cfg.exp.designs):
         if name not in cfg.attention:
@@ -210,22 +217,34 @@ def validate_tasks(cfg) -> None:
     if tr.max_len:
         last = tr.stages[-1]
         if tr.max_len < 2 * last.context_len:
-            raise ConfigError("train.max_len", tr.max_len, f"0 (the stages' own) or at least 2 x the last stage's context_len = {2 * last.context_len}")
+            raise ConfigError(
+                "train.max_len", tr.max_len, f"0 (the stages' own) or at least 2 x the last stage's context_len = {2 * last.context_len}"
+            )
         if tr.max_len + last.n_queries > tr.tokens_per_step:
-            raise ConfigError("train.tokens_per_step", tr.tokens_per_step, f"must hold one sequence of train.max_len ({tr.max_len + last.n_queries} tokens)")
+            raise ConfigError(
+                "train.tokens_per_step",
+                tr.tokens_per_step,
+                f"must hold one sequence of train.max_len ({tr.max_len + last.n_queries} tokens)",
+            )
     for i, st in enumerate(tr.stages):
         where = f"train.stages[{i}]"
         for key in ("n_keys", "n_values", "n_filler", "n_pairs", "context_len", "n_queries"):
             _positive(f"{where}.{key}", getattr(st, key))
         if st.n_keys > t.n_keys or st.n_values > t.n_values or st.n_filler > t.n_filler:
-            raise ConfigError(where, f"keys={st.n_keys} values={st.n_values} filler={st.n_filler}",
-                              f"at most the task vocabulary ({t.n_keys} keys, {t.n_values} values, {t.n_filler} filler)")
+            raise ConfigError(
+                where,
+                f"keys={st.n_keys} values={st.n_values} filler={st.n_filler}",
+                f"at most the task vocabulary ({t.n_keys} keys, {t.n_values} values, {t.n_filler} filler)",
+            )
         if st.max_context_len and st.max_context_len < 2 * st.context_len:
-            raise ConfigError(f"{where}.max_context_len", st.max_context_len,
-                              f"0 (one length) or at least 2 x context_len = {2 * st.context_len}")
+            raise ConfigError(
+                f"{where}.max_context_len", st.max_context_len, f"0 (one length) or at least 2 x context_len = {2 * st.context_len}"
+            )
         longest = StageConfig(**cast(dict, OmegaConf.to_container(st, resolve=True))).longest
         if longest + st.n_queries > tr.tokens_per_step:
-            raise ConfigError("train.tokens_per_step", tr.tokens_per_step, f"must hold one sequence of {where} ({longest + st.n_queries} tokens)")
+            raise ConfigError(
+                "train.tokens_per_step", tr.tokens_per_step, f"must hold one sequence of {where} ({longest + st.n_queries} tokens)"
+            )
         if not st.n_queries <= st.n_pairs <= min(st.n_keys, (st.context_len - 2) // 2):
             raise ConfigError(f"{where}.n_pairs", st.n_pairs, "need n_queries <= n_pairs <= min(n_keys, (context_len - 2) // 2)")
     e = cfg.eval
@@ -246,7 +265,11 @@ def validate_tasks(cfg) -> None:
             raise ConfigError(f"eval.hops[{i}]", h, f"1 .. {MAX_HOPS}")
     need = e.chains * (max(e.hops, default=0) + 1)
     if need > min(t.n_keys, t.n_values):
-        raise ConfigError("eval.chains", e.chains, f"chains x (max hops + 1) = {need} must be <= min(task.n_keys, task.n_values) = {min(t.n_keys, t.n_values)}")
+        raise ConfigError(
+            "eval.chains",
+            e.chains,
+            f"chains x (max hops + 1) = {need} must be <= min(task.n_keys, task.n_values) = {min(t.n_keys, t.n_values)}",
+        )
     if not 0.0 < e.memory_fraction <= 1.0:
         raise ConfigError("eval.memory_fraction", e.memory_fraction, "a fraction in (0, 1]")
 
@@ -285,8 +308,16 @@ def validate_hardware(where: str, hw) -> None:
     for key in ("small_matmul_efficiency", "matvec_efficiency"):
         if not 0 < getattr(hw, key) <= 1:
             raise ConfigError(f"{where}.{key}", getattr(hw, key), "in (0, 1]")
-    for key in ("mem_bandwidth", "memory_bytes", "cache_bytes", "launch_s", "module_op_s", "alloc_bandwidth",
-                "alloc_min_bytes", "exp_rate"):
+    for key in (
+        "mem_bandwidth",
+        "memory_bytes",
+        "cache_bytes",
+        "launch_s",
+        "module_op_s",
+        "alloc_bandwidth",
+        "alloc_min_bytes",
+        "exp_rate",
+    ):
         if getattr(hw, key) < 0:
             raise ConfigError(f"{where}.{key}", getattr(hw, key), "must be >= 0")
 

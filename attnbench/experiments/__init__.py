@@ -26,8 +26,7 @@ EXPERIMENTS = {
 
 # Experiments that read and write $ATTNBENCH_CACHE (checkpoints, task samples), by their runner
 # module: the CLI checks that the cache directory is writable before they start.
-CACHE_USERS = tuple(name for name, module in EXPERIMENTS.items()
-                    if module.rsplit(".", 1)[1] in ("train", "needle_4m", "multihop"))
+CACHE_USERS = tuple(name for name, module in EXPERIMENTS.items() if module.rsplit(".", 1)[1] in ("train", "needle_4m", "multihop"))
 
 # Experiments whose measurements mean something only on CUDA (conf/exp/train_gpu.yaml sets
 # device=cuda). Where torch sees no CUDA device they still run, on the CPU, and record every

@@ -33,8 +33,15 @@ def production_shape(letter: str, window: int):
     block 128, top 16, index dim 128), projections + MoE from Text-01's active parameters."""
     from dataclasses import replace
 
-    return replace(TEXT01, layout=letter * TEXT01.n_layers, window=window, block_size=M3.block_size, top_k=M3.top_k,
-                   index_heads=TEXT01.n_kv_heads, index_dim=M3.index_dim)
+    return replace(
+        TEXT01,
+        layout=letter * TEXT01.n_layers,
+        window=window,
+        block_size=M3.block_size,
+        top_k=M3.top_k,
+        index_heads=TEXT01.n_kv_heads,
+        index_dim=M3.index_dim,
+    )
 
 
 def run(ctx) -> None:
@@ -64,8 +71,10 @@ def check_windows(ctx, designs) -> None:
             if letter in cfg.attention[d].layout and single in cfg.attention:
                 for key in ("window", "block_size", "top_k", "index_dim"):
                     if cfg.attention[d][key] != cfg.attention[single][key] and letter in "WM":
-                        ctx.console.print(f"  [yellow]note[/]: attention.{d}.{key}={cfg.attention[d][key]} differs from "
-                                          f"attention.{single}.{key}; its {letter} layers are timed with the latter")
+                        ctx.console.print(
+                            f"  [yellow]note[/]: attention.{d}.{key}={cfg.attention[d][key]} differs from "
+                            f"attention.{single}.{key}; its {letter} layers are timed with the latter"
+                        )
 
 
 def measured_crossovers(ctx, df: pd.DataFrame, layouts: dict[str, str]) -> list[dict]:
@@ -76,13 +85,13 @@ def measured_crossovers(ctx, df: pd.DataFrame, layouts: dict[str, str]) -> list[
             continue
         mine = sweep.design_times(df, lay)
         for (scope, phase), g in mine.groupby(["scope", "phase"]):
-            both = g.merge(base[(base.scope == scope) & (base.phase == phase)], on=["scope", "phase", "n"],
-                           suffixes=("", "_base")).sort_values("n")
+            both = g.merge(
+                base[(base.scope == scope) & (base.phase == phase)], on=["scope", "phase", "n"], suffixes=("", "_base")
+            ).sort_values("n")
             if both.empty:
                 continue
             res = crossover.measured(both.n.tolist(), both.ms.tolist(), both.ms_base.tolist())
-            rows.append(_record(ctx, d, lay, phase, res, scope=scope, hardware=f"this {ctx.device.type}",
-                                lengths=both.n.tolist()))
+            rows.append(_record(ctx, d, lay, phase, res, scope=scope, hardware=f"this {ctx.device.type}", lengths=both.n.tolist()))
     return rows
 
 
@@ -102,8 +111,16 @@ def memory_crossovers(ctx, layouts: dict[str, str]) -> list[dict]:
     total = {d: [sum(held[c, n] for c in lay) for n in b.decode_lens] for d, lay in layouts.items()}
     for d, lay in layouts.items():
         for n, v in zip(b.decode_lens, total[d]):
-            ctx.record(d, "memory/total_bytes", v, "bytes", "measured", context_len=n, dtype=b.dtype,
-                       note="cache objects of one sequence, every layer")
+            ctx.record(
+                d,
+                "memory/total_bytes",
+                v,
+                "bytes",
+                "measured",
+                context_len=n,
+                dtype=b.dtype,
+                note="cache objects of one sequence, every layer",
+            )
         if d == "softmax":
             continue
         res = crossover.measured(list(b.decode_lens), total[d], total["softmax"])
@@ -112,8 +129,13 @@ def memory_crossovers(ctx, layouts: dict[str, str]) -> list[dict]:
         base = from_model(cfg.model, cfg.attention["softmax"])
         for dt in sorted({b.dtype, "bfloat16"}):
             n = memory.memory_crossover(arch, base, dt, n_max=memory.N_MAX)
-            res = {"value": None if n is None else float(n), "relation": ">" if n is None else "=",
-                   "bracket": [memory.N_MAX, None] if n is None else [n - 1, n], "crossings": 1, "method": "analytic"}
+            res = {
+                "value": None if n is None else float(n),
+                "relation": ">" if n is None else "=",
+                "bracket": [memory.N_MAX, None] if n is None else [n - 1, n],
+                "crossings": 1,
+                "method": "analytic",
+            }
             rows.append(_record(ctx, d, lay, "memory", res, scope="model", hardware="any", dtype=dt, status="analytic"))
     return rows
 
@@ -135,36 +157,77 @@ def analytic_crossovers(ctx, hw_cpu, layouts: dict[str, str]) -> list[dict]:
     for name, hw, impl, dtype in profiles:
         for shape, (archs, shape_moe) in shapes.items():
             for scope in b.scopes:
+
                 def per_layer(lay, phase, impl_):
                     def f(n):
                         t = 0.0
                         for L in set(lay):
                             i = impl_ or sweep.impl_of(choose(op_of(L), cfg.backend, ctx.device))
-                            c = (costmodel.op_cost(op_of(L), phase, n, archs[L], batch=b.batch, dtype=dtype, impl=i)
-                                 if scope == "op" else
-                                 costmodel.layer_cost(L, phase, n, archs[L], batch=b.batch, dtype=dtype, impl=i, moe=shape_moe))
+                            c = (
+                                costmodel.op_cost(op_of(L), phase, n, archs[L], batch=b.batch, dtype=dtype, impl=i)
+                                if scope == "op"
+                                else costmodel.layer_cost(L, phase, n, archs[L], batch=b.batch, dtype=dtype, impl=i, moe=shape_moe)
+                            )
                             t += lay.count(L) / len(lay) * c.seconds(hw, dtype)
                         return t
+
                     return f
+
                 for d, lay in layouts.items():
                     if d == "softmax" or not set(lay) <= set(archs):
                         continue
                     for phase in ("prefill", "decode"):
-                        res = crossover.analytic(per_layer(lay, phase, impl), per_layer("S", phase, impl), n_min=16,
-                                                 n_max=1 << 26, per_octave=4)
-                        rows.append(_record(ctx, d, lay, phase, res, scope=scope, hardware=name, shape=shape,
-                                            impl=impl or "as run", dtype=dtype, status="projected"))
+                        res = crossover.analytic(
+                            per_layer(lay, phase, impl), per_layer("S", phase, impl), n_min=16, n_max=1 << 26, per_octave=4
+                        )
+                        rows.append(
+                            _record(
+                                ctx,
+                                d,
+                                lay,
+                                phase,
+                                res,
+                                scope=scope,
+                                hardware=name,
+                                shape=shape,
+                                impl=impl or "as run",
+                                dtype=dtype,
+                                status="projected",
+                            )
+                        )
     return rows
 
 
 def _record(ctx, design, layout, phase, res, *, scope, hardware, status="measured", **extra) -> dict:
     metric = f"crossover/{phase}_len"
-    ctx.record(design, metric, res["value"], "tokens", status, vs="softmax", method=res["method"],
-               bracket=res["bracket"], relation=res["relation"], crossings=res["crossings"], hardware=hardware,
-               scope=scope, layout=layout, **extra)
-    return {"design": design, "phase": phase, "scope": scope, "method": res["method"], "hardware": hardware,
-            "shape": extra.get("shape", "scaled"), "dtype": extra.get("dtype", ctx.cfg.bench.dtype),
-            "crossover": crossover.describe(res), "bracket": res["bracket"], "crossings": res["crossings"]}
+    ctx.record(
+        design,
+        metric,
+        res["value"],
+        "tokens",
+        status,
+        vs="softmax",
+        method=res["method"],
+        bracket=res["bracket"],
+        relation=res["relation"],
+        crossings=res["crossings"],
+        hardware=hardware,
+        scope=scope,
+        layout=layout,
+        **extra,
+    )
+    return {
+        "design": design,
+        "phase": phase,
+        "scope": scope,
+        "method": res["method"],
+        "hardware": hardware,
+        "shape": extra.get("shape", "scaled"),
+        "dtype": extra.get("dtype", ctx.cfg.bench.dtype),
+        "crossover": crossover.describe(res),
+        "bracket": res["bracket"],
+        "crossings": res["crossings"],
+    }
 
 
 def summarize(ctx, df: pd.DataFrame, errors: pd.DataFrame, table: pd.DataFrame) -> None:

@@ -41,8 +41,19 @@ def shape(cfg, T: int) -> O.Shape:
 
 def op_flops(op: str, sh: O.Shape) -> float:
     """The cost model's FLOPs of one forward of op at shape sh (reference implementation)."""
-    arch = Arch(name=op, layout="S", d_model=sh.H * sh.D, n_heads=sh.H, n_kv_heads=sh.Hkv, head_dim=sh.D,
-                window=sh.window, block_size=sh.block_size, top_k=sh.top_k, index_heads=sh.Hkv, index_dim=sh.index_dim)
+    arch = Arch(
+        name=op,
+        layout="S",
+        d_model=sh.H * sh.D,
+        n_heads=sh.H,
+        n_kv_heads=sh.Hkv,
+        head_dim=sh.D,
+        window=sh.window,
+        block_size=sh.block_size,
+        top_k=sh.top_k,
+        index_heads=sh.Hkv,
+        index_dim=sh.index_dim,
+    )
     return costmodel.op_cost(op, "prefill", sh.T, arch, batch=sh.B, impl="reference").flops
 
 
@@ -51,11 +62,23 @@ def check(ctx, op: str, T: int, dtype: torch.dtype) -> bool:
     cell = ctx.cell(part="check", op=op, T=T, dtype=str(dtype))
     x = O.make_inputs(op, sh, dtype, ctx.device)
     with torch.no_grad():
-        ok, err, torch_err, bound = tolerance.check(O.run(op, "reference", x, sh), O.naive(op, x, sh),
-                                                    O.naive(op, x, sh, dtype), dtype)
-    cell.record(op, "kernels/check_err", err, "abs", "measured" if ok else "failed", layout="", op=op,
-                backend="reference", dtype=str(dtype).removeprefix("torch."), context_len=T, tensor="o",
-                bound=bound, torch_err=torch_err, note="forward vs the float64 naive formula")
+        ok, err, torch_err, bound = tolerance.check(O.run(op, "reference", x, sh), O.naive(op, x, sh), O.naive(op, x, sh, dtype), dtype)
+    cell.record(
+        op,
+        "kernels/check_err",
+        err,
+        "abs",
+        "measured" if ok else "failed",
+        layout="",
+        op=op,
+        backend="reference",
+        dtype=str(dtype).removeprefix("torch."),
+        context_len=T,
+        tensor="o",
+        bound=bound,
+        torch_err=torch_err,
+        note="forward vs the float64 naive formula",
+    )
     cell.commit()
     ctx.console.print(f"  check {op:<15} T={T:<6} err {err:.2e} <= {bound:.2e}? {'ok' if ok else 'FAILED'}")
     return ok
@@ -76,12 +99,24 @@ def timings(ctx, T: int, dtype: torch.dtype, ops: list[str], peak: float | None 
         with torch.no_grad():
             t = time_fn(fn, dev, min_run_time=cfg.kernels.min_run_time)
         eff = efficiency(op_flops(name, sh), t.median_ms / 1e3, peak) if dt == "float32" else {}
-        cell.record(design_of(name), "latency/prefill_ms", t.median_ms, "ms", op=name, backend=backend,
-                    loadavg=load_before, **t.fields(), **eff, **common)
-        ctx.console.print(f"  T={T:<6} {name:<15} {backend:<9} {t.median_ms:10.1f} ms  [{t.p25_ms:.1f}, {t.p75_ms:.1f}] n={t.n}"
-                          + (f"  {eff['gflop_per_s']:.1f} GFLOP/s" if eff else "")
-                          + (f" ({100 * eff['peak_fraction']:.0f}% of peak)" if "peak_fraction" in eff else "")
-                          + ("  NOISY (load > cores)" if t.noisy else ""))
+        cell.record(
+            design_of(name),
+            "latency/prefill_ms",
+            t.median_ms,
+            "ms",
+            op=name,
+            backend=backend,
+            loadavg=load_before,
+            **t.fields(),
+            **eff,
+            **common,
+        )
+        ctx.console.print(
+            f"  T={T:<6} {name:<15} {backend:<9} {t.median_ms:10.1f} ms  [{t.p25_ms:.1f}, {t.p75_ms:.1f}] n={t.n}"
+            + (f"  {eff['gflop_per_s']:.1f} GFLOP/s" if eff else "")
+            + (f" ({100 * eff['peak_fraction']:.0f}% of peak)" if "peak_fraction" in eff else "")
+            + ("  NOISY (load > cores)" if t.noisy else "")
+        )
         return t.median_ms
 
     x = O.make_inputs("softmax", sh, dtype, dev)
@@ -89,18 +124,26 @@ def timings(ctx, T: int, dtype: torch.dtype, ops: list[str], peak: float | None 
     for op in ops:
         x = O.make_inputs(op, sh, dtype, dev)
         ms = timed(op, "reference", lambda: O.run(op, "reference", x, sh))
-        cell.record(op, "kernels/speedup", sdpa_ms / ms, "x", op=op, backend="reference", baseline="sdpa",
-                    phase="fwd", loadavg=load_before, **common)
+        cell.record(
+            op,
+            "kernels/speedup",
+            sdpa_ms / ms,
+            "x",
+            op=op,
+            backend="reference",
+            baseline="sdpa",
+            phase="fwd",
+            loadavg=load_before,
+            **common,
+        )
         if op == "sliding_window" and "flex" in cfg.kernels.baselines:
             flex(ctx, cell, x, sh, sdpa_ms, timed, common, load_before)
         if op == "msa":  # the two parts alone
             import attnbench.kernels as K
 
-            timed("msa_select", "reference",
-                  lambda: K.msa_select(x["index_q"], x["index_k"], sh.block_size, sh.top_k, backend="reference"))
+            timed("msa_select", "reference", lambda: K.msa_select(x["index_q"], x["index_k"], sh.block_size, sh.top_k, backend="reference"))
             idx = K.msa_select(x["index_q"], x["index_k"], sh.block_size, sh.top_k, backend="reference")
-            timed("msa_attn", "reference", lambda: K.msa_attn(x["q"], x["k"], x["v"], idx, sh.block_size,
-                                                              backend="reference"))
+            timed("msa_attn", "reference", lambda: K.msa_attn(x["q"], x["k"], x["v"], idx, sh.block_size, backend="reference"))
     for rec in cell.pending:
         rec["loadavg_after"] = os.getloadavg()
     cell.commit()
@@ -118,14 +161,32 @@ def flex(ctx, cell, x, sh, sdpa_ms, timed, common, load_before) -> None:
             raise RuntimeError("flex has no sliding_window kernel")
         fn = got[0]
     except Exception as ex:  # noqa: BLE001 - torch.compile can fail in many ways
-        cell.record("sliding_window", "latency/prefill_ms", None, "ms", "skipped", op="sliding_window",
-                    backend="flex", note=f"{type(ex).__name__}: {ex}"[:300], **common)
+        cell.record(
+            "sliding_window",
+            "latency/prefill_ms",
+            None,
+            "ms",
+            "skipped",
+            op="sliding_window",
+            backend="flex",
+            note=f"{type(ex).__name__}: {ex}"[:300],
+            **common,
+        )
         return
-    cell.record("sliding_window", "kernels/compile_s", time.perf_counter() - start, "s", op="sliding_window",
-                backend="flex", **common)
+    cell.record("sliding_window", "kernels/compile_s", time.perf_counter() - start, "s", op="sliding_window", backend="flex", **common)
     ms = timed("sliding_window", "flex", fn)
-    cell.record("sliding_window", "kernels/speedup", sdpa_ms / ms, "x", op="sliding_window", backend="flex",
-                baseline="sdpa", phase="fwd", loadavg=load_before, **common)
+    cell.record(
+        "sliding_window",
+        "kernels/speedup",
+        sdpa_ms / ms,
+        "x",
+        op="sliding_window",
+        backend="flex",
+        baseline="sdpa",
+        phase="fwd",
+        loadavg=load_before,
+        **common,
+    )
 
 
 def _column(r: dict) -> str:
@@ -139,12 +200,20 @@ def summary(ctx) -> str:
     recs = [r for r in load_records([ctx.recorder.path]) if r["status"] == "measured"]
     ms = {(_column(r), r["context_len"]): r for r in recs if r["metric"] == "latency/prefill_ms"}
     lengths = sorted({T for _, T in ms})
-    ops = ["softmax"] + [op for op in ("lightning", "sliding_window", "sliding_window (flex)", "msa", "msa_select",
-                                       "msa_attn") if any(o == op for o, _ in ms)]
+    ops = ["softmax"] + [
+        op
+        for op in ("lightning", "sliding_window", "sliding_window (flex)", "msa", "msa_select", "msa_attn")
+        if any(o == op for o, _ in ms)
+    ]
     head = "| T | " + " | ".join(("causal SDPA" if op == "softmax" else op) + " ms (x)" for op in ops) + " | load avg |"
     lines = [head, "|" + "---|" * (len(ops) + 2)]
-    eff = ["", "Achieved GFLOP/s (fraction of the calibrated fp32 matmul peak), by the cost model's FLOP count:", "",
-           "| T | " + " | ".join("causal SDPA" if op == "softmax" else op for op in ops) + " |", "|" + "---|" * (len(ops) + 1)]
+    eff = [
+        "",
+        "Achieved GFLOP/s (fraction of the calibrated fp32 matmul peak), by the cost model's FLOP count:",
+        "",
+        "| T | " + " | ".join("causal SDPA" if op == "softmax" else op for op in ops) + " |",
+        "|" + "---|" * (len(ops) + 1),
+    ]
     noisy = False
     for T in lengths:
         base = ms.get(("softmax", T))
@@ -159,8 +228,11 @@ def summary(ctx) -> str:
                 cells.append(f"{r['value']:.1f}{mark}")
             else:
                 cells.append(f"{r['value']:.1f} ({base['value'] / r['value']:.1f}x){mark}")
-            rates.append("-" if r is None or "gflop_per_s" not in r else
-                         f"{r['gflop_per_s']:.1f}" + (f" ({100 * r['peak_fraction']:.0f}%)" if "peak_fraction" in r else ""))
+            rates.append(
+                "-"
+                if r is None or "gflop_per_s" not in r
+                else f"{r['gflop_per_s']:.1f}" + (f" ({100 * r['peak_fraction']:.0f}%)" if "peak_fraction" in r else "")
+            )
         load = base["loadavg"] if base else None
         lines.append(f"| {T} | " + " | ".join(cells) + f" | {', '.join(f'{v:.2f}' for v in load) if load else '-'} |")
         eff.append(f"| {T} | " + " | ".join(rates) + " |")
@@ -179,8 +251,17 @@ def run(ctx) -> None:
         dtype = O.DTYPES[dt_name]
         ok = [op for op in kc.ops if op in TIMED and all(check(ctx, op, T, dtype) for T in kc.shapes.check_lengths)]
         for op in sorted(set(kc.ops) & set(TIMED) - set(ok)):
-            ctx.record(op, "latency/prefill_ms", None, "ms", "skipped", layout="", op=op, backend="reference",
-                       note="its check against the naive formula failed: never timed")
+            ctx.record(
+                op,
+                "latency/prefill_ms",
+                None,
+                "ms",
+                "skipped",
+                layout="",
+                op=op,
+                backend="reference",
+                note="its check against the naive formula failed: never timed",
+            )
         for T in kc.shapes.lengths:
             timings(ctx, T, dtype, ok, peak)
     text = summary(ctx)

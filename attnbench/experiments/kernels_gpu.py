@@ -72,7 +72,8 @@ class Run:
         if self.dry:
             kw["dry_run"] = True
         (cell.record if cell is not None else self.ctx.record)(
-            "msa" if op.startswith("msa") else op, metric, value, unit, status, op=op, **kw)
+            "msa" if op.startswith("msa") else op, metric, value, unit, status, op=op, **kw
+        )
 
     def out_of_time(self) -> bool:
         return time.perf_counter() > self.deadline
@@ -88,8 +89,7 @@ class Run:
         dt = str(dtype).removeprefix("torch.")
         cell = self.ctx.cell(part="check", op=op, T=T, dtype=dt, grads=grads)
         if self.out_of_time():
-            self.record(None, op, "kernels/check_err", None, "abs", "skipped", dtype=dt, context_len=T,
-                        note="exp.budget spent")
+            self.record(None, op, "kernels/check_err", None, "abs", "skipped", dtype=dt, context_len=T, note="exp.budget spent")
             self.passed[op] = False
             return
         start = time.perf_counter()
@@ -100,8 +100,18 @@ class Run:
 
             traceback.print_exc()
             cell.pending.clear()
-            self.record(cell, op, "kernels/check_err", None, "abs", "failed", backend="triton", dtype=dt,
-                        context_len=T, note=f"{type(ex).__name__}: {ex}"[:500])
+            self.record(
+                cell,
+                op,
+                "kernels/check_err",
+                None,
+                "abs",
+                "failed",
+                backend="triton",
+                dtype=dt,
+                context_len=T,
+                note=f"{type(ex).__name__}: {ex}"[:500],
+            )
             ok = False
         for rec in cell.pending:
             rec["wall_s"] = time.perf_counter() - start
@@ -121,17 +131,32 @@ class Run:
             frac, gap, scale = O.selection_gap(got, want, x["index_q"], x["index_k"], sh.block_size)
             good = gap <= SELECT_MAX_GAP * max(scale, 1.0)
             ok &= good
-            self.record(cell, "msa_select", "kernels/check_err", gap, "abs", "measured" if good else "failed",
-                        tensor="block_idx", rows_differing=frac, bound=SELECT_MAX_GAP * max(scale, 1.0), **common)
+            self.record(
+                cell,
+                "msa_select",
+                "kernels/check_err",
+                gap,
+                "abs",
+                "measured" if good else "failed",
+                tensor="block_idx",
+                rows_differing=frac,
+                bound=SELECT_MAX_GAP * max(scale, 1.0),
+                **common,
+            )
             x["block_idx"] = want
         truth_x = {n: (t.float() if t.is_floating_point() else t) for n, t in x.items()}
         plain_kw = {"compute_dtype": dtype} if op == "lightning" else {}
         do = torch.randn(x["q"].shape[:3] + (x["v"].shape[-1],), generator=torch.Generator().manual_seed(1)).to(self.dev, dtype)
         results = {}
-        for name, backend, inputs, kw in (("truth", "reference", truth_x, {}), ("plain", "reference", x, plain_kw),
-                                          ("kernel", "triton", x, {})):
+        for name, backend, inputs, kw in (
+            ("truth", "reference", truth_x, {}),
+            ("plain", "reference", x, plain_kw),
+            ("kernel", "triton", x, {}),
+        ):
+
             def fn(z, backend=backend, kw=kw):
                 return O.run(op, backend, z, sh, **kw)
+
             if grads:
                 results[name] = O.fwd_bwd(fn, inputs, GRAD_NAMES, do)
             else:
@@ -141,22 +166,34 @@ class Run:
         tensors += [(f"d{g}", *(results[n][1][g] for n in ("kernel", "plain", "truth"))) for g in results["kernel"][1]]
         if op == "lightning":  # the final state too (no gradient taken through it here)
             with torch.no_grad():
+
                 def state(z, backend, **kw):
                     if kw:
                         return O.lightning_reference(z, **kw)[1]
                     return K.lightning_attn(z["q"], z["k"], z["v"], z["decay"], backend=backend)[1]
 
-                tensors.append(("final_state", state(x, "triton"), state(x, "reference", **plain_kw),
-                                state(truth_x, "reference")))
+                tensors.append(("final_state", state(x, "triton"), state(x, "reference", **plain_kw), state(truth_x, "reference")))
         for name, got_t, plain_t, truth_t in tensors:
             err, scale = tolerance.max_error(got_t, truth_t)
             torch_err, _ = tolerance.max_error(plain_t, truth_t)
             good, bound = tolerance.within(err, torch_err, scale, dtype)
             ok &= good
-            self.record(cell, op, "kernels/check_err", err, "abs", "measured" if good else "failed", tensor=name,
-                        bound=bound, torch_err=torch_err, scale=scale, **common)
-            self.ctx.console.print(f"  check {op:<15} {dt:<8} T={T:<7} {name:<12} err {err:.2e} <= {bound:.2e}? "
-                                   f"{'ok' if good else 'FAILED'}")
+            self.record(
+                cell,
+                op,
+                "kernels/check_err",
+                err,
+                "abs",
+                "measured" if good else "failed",
+                tensor=name,
+                bound=bound,
+                torch_err=torch_err,
+                scale=scale,
+                **common,
+            )
+            self.ctx.console.print(
+                f"  check {op:<15} {dt:<8} T={T:<7} {name:<12} err {err:.2e} <= {bound:.2e}? {'ok' if good else 'FAILED'}"
+            )
         return ok
 
     # ------------------------------------------------------------------ timings
@@ -208,10 +245,8 @@ class Run:
             fns = {"triton": ((lambda: O.run(op, "triton", x, sh)), leaves)}
             if op == "msa" and not grads:  # the two parts alone
                 idx = K.msa_select(x["index_q"], x["index_k"], sh.block_size, sh.top_k, backend="triton")
-                fns["triton:select"] = ((lambda: K.msa_select(x["index_q"], x["index_k"], sh.block_size, sh.top_k,
-                                                              backend="triton")), [])
-                fns["triton:attn"] = ((lambda: K.msa_attn(x["q"], x["k"], x["v"], idx, sh.block_size,
-                                                          backend="triton")), leaves)
+                fns["triton:select"] = ((lambda: K.msa_select(x["index_q"], x["index_k"], sh.block_size, sh.top_k, backend="triton")), [])
+                fns["triton:attn"] = ((lambda: K.msa_attn(x["q"], x["k"], x["v"], idx, sh.block_size, backend="triton")), leaves)
             fns.update(self.baselines(op, x, sx, sh, metric, common))
             timed = {name: (O.with_backward(fn, lv) if grads else fn) for name, (fn, lv) in fns.items()}
             ms = {}
@@ -219,26 +254,38 @@ class Run:
                 try:
                     t = self.time_one(fn)
                 except Exception as ex:  # noqa: BLE001 - one backend failing leaves the others standing
-                    self.record(cell, op, metric, None, "ms", "failed", backend=name,
-                                note=f"{type(ex).__name__}: {ex}"[:500], **common)
+                    self.record(cell, op, metric, None, "ms", "failed", backend=name, note=f"{type(ex).__name__}: {ex}"[:500], **common)
                     self.free()
                     continue
                 ms[name] = t.median_ms
-                self.record(cell, op, metric, t.median_ms, "ms", backend=name, p25_ms=t.p25_ms, p75_ms=t.p75_ms,
-                            n=t.n, method=t.method, device_name=t.device, **common)
-                self.ctx.console.print(f"  {phase:<7} {op:<15} {dt:<8} T={T:<7} {name:<14} {t.median_ms:9.3f} ms "
-                                       f"[{t.p25_ms:.3f}, {t.p75_ms:.3f}] n={t.n}")
+                self.record(
+                    cell,
+                    op,
+                    metric,
+                    t.median_ms,
+                    "ms",
+                    backend=name,
+                    p25_ms=t.p25_ms,
+                    p75_ms=t.p75_ms,
+                    n=t.n,
+                    method=t.method,
+                    device_name=t.device,
+                    **common,
+                )
+                self.ctx.console.print(
+                    f"  {phase:<7} {op:<15} {dt:<8} T={T:<7} {name:<14} {t.median_ms:9.3f} ms [{t.p25_ms:.3f}, {t.p75_ms:.3f}] n={t.n}"
+                )
             for name, base in ms.items():
                 if not name.startswith("triton") and "triton" in ms:
-                    self.record(cell, op, "kernels/speedup", base / ms["triton"], "x", backend="triton", baseline=name,
-                                phase=phase, **common)
+                    self.record(
+                        cell, op, "kernels/speedup", base / ms["triton"], "x", backend="triton", baseline=name, phase=phase, **common
+                    )
         except Exception as ex:  # noqa: BLE001 - out of memory, a compile error: record it, go on
             import traceback
 
             traceback.print_exc()
             cell.pending.clear()
-            self.record(cell, op, metric, None, "ms", "failed", backend="triton", note=f"{type(ex).__name__}: {ex}"[:500],
-                        **common)
+            self.record(cell, op, metric, None, "ms", "failed", backend="triton", note=f"{type(ex).__name__}: {ex}"[:500], **common)
         cell.commit()
         self.free()
 
@@ -253,26 +300,44 @@ def summary(ctx, dry: bool) -> str:
     hw, git = header.get("hardware", {}), header.get("git", {})
     v = versions()
     fla = _version("fla-core") or _version("flash-linear-attention")
-    lines = [f"# kernels_gpu {'DRY RUN (Triton interpreter on CPU: the timings say nothing about speed)' if dry else 'run'}",
-             "", f"device: {hw.get('gpu') or hw.get('cpu')}; torch {v.get('torch')}, triton {v.get('triton')}, "
-             f"flash_attn {_version('flash-attn')}, fla {fla}; commit {git.get('commit')} (dirty: {git.get('dirty')})",
-             "", "## checks (kernel error vs the fp32 reference <= bound = 2 x plain-torch error + 4 ulps)", "",
-             "| op | dtype | T | phase | tensor | error | bound | status |", "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        f"# kernels_gpu {'DRY RUN (Triton interpreter on CPU: the timings say nothing about speed)' if dry else 'run'}",
+        "",
+        f"device: {hw.get('gpu') or hw.get('cpu')}; torch {v.get('torch')}, triton {v.get('triton')}, "
+        f"flash_attn {_version('flash-attn')}, fla {fla}; commit {git.get('commit')} (dirty: {git.get('dirty')})",
+        "",
+        "## checks (kernel error vs the fp32 reference <= bound = 2 x plain-torch error + 4 ulps)",
+        "",
+        "| op | dtype | T | phase | tensor | error | bound | status |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for r in checks:
-        lines.append(f"| {r['op']} | {r.get('dtype', '')} | {r.get('context_len', '')} | {r.get('phase', '')} | "
-                     f"{r.get('tensor', '')} | {_num(r['value'])} | {_num(r.get('bound'))} | {r['status']} |")
-    lines += ["", "## timings (median ms; speedup = baseline / triton)", "",
-              "| phase | op | dtype | T | backend | ms | speedup of triton | status |", "|---|---|---|---|---|---|---|---|"]
-    speed = {(r["op"], r["context_len"], r.get("dtype"), r.get("phase"), r["baseline"]): r["value"]
-             for r in recs if r["metric"] == "kernels/speedup"}
+        lines.append(
+            f"| {r['op']} | {r.get('dtype', '')} | {r.get('context_len', '')} | {r.get('phase', '')} | "
+            f"{r.get('tensor', '')} | {_num(r['value'])} | {_num(r.get('bound'))} | {r['status']} |"
+        )
+    lines += [
+        "",
+        "## timings (median ms; speedup = baseline / triton)",
+        "",
+        "| phase | op | dtype | T | backend | ms | speedup of triton | status |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    speed = {
+        (r["op"], r["context_len"], r.get("dtype"), r.get("phase"), r["baseline"]): r["value"]
+        for r in recs
+        if r["metric"] == "kernels/speedup"
+    }
     for r in recs:
         if r["metric"] not in ("latency/prefill_ms", "latency/fwd_bwd_ms"):
             continue
         phase = "fwd" if r["metric"] == "latency/prefill_ms" else "fwd_bwd"
         x = speed.get((r["op"], r.get("context_len"), r.get("dtype"), phase, r.get("backend")))
-        lines.append(f"| {phase} | {r['op']} | {r.get('dtype', '')} | {r.get('context_len', '')} | {r.get('backend', '')} | "
-                     f"{_num(r['value'])} | {'' if x is None else f'{x:.2f}x'} | {r['status']}"
-                     f"{' (' + r['note'] + ')' if r.get('note') and r['status'] != 'measured' else ''} |")
+        lines.append(
+            f"| {phase} | {r['op']} | {r.get('dtype', '')} | {r.get('context_len', '')} | {r.get('backend', '')} | "
+            f"{_num(r['value'])} | {'' if x is None else f'{x:.2f}x'} | {r['status']}"
+            f"{' (' + r['note'] + ')' if r.get('note') and r['status'] != 'measured' else ''} |"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -292,8 +357,10 @@ def _num(v) -> str:
 def run(ctx) -> None:
     use_interpreter(ctx.device)
     r = Run(ctx)
-    ctx.console.print(f"  {'dry run (Triton interpreter, tiny shapes)' if r.dry else 'GPU run'}: "
-                      f"{r.shapes.batch=} {r.shapes.heads=} {r.shapes.kv_heads=} {r.shapes.head_dim=}")
+    ctx.console.print(
+        f"  {'dry run (Triton interpreter, tiny shapes)' if r.dry else 'GPU run'}: "
+        f"{r.shapes.batch=} {r.shapes.heads=} {r.shapes.kv_heads=} {r.shapes.head_dim=}"
+    )
     for op in r.cfg.ops:
         for dt_name in r.cfg.dtypes:
             for T in r.shapes.check_lengths:

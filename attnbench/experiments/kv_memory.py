@@ -34,17 +34,25 @@ def run(ctx) -> None:
 def presets_table(ctx) -> None:
     b = ctx.cfg.bench
     rows = []
-    for name in (b.presets or list(PRESETS)):
+    for name in b.presets or list(PRESETS):
         arch = PRESETS[name]
         for dt in b.memory_dtypes:
             per_token, fixed = memory.bytes_per_token(arch, dt), memory.fixed_bytes(arch, dt)
-            common = dict(layout=arch.layout, dtype=dt, preset=name, method="analytic",
-                          source="; ".join(f"{k}: {v}" for k, v in arch.sources.items()))
+            common = dict(
+                layout=arch.layout, dtype=dt, preset=name, method="analytic", source="; ".join(f"{k}: {v}" for k, v in arch.sources.items())
+            )
             published = PUBLISHED.get((name, dt))
-            ctx.record(name, "memory/cache_bytes_per_token", per_token, "bytes", "projected", published=published,
-                       matches_published=None if published is None else per_token == published, **common)
-            ctx.record(name, "memory/fixed_state_bytes", fixed, "bytes", "projected", state_dtype=memory.STATE_DTYPE,
-                       **common)
+            ctx.record(
+                name,
+                "memory/cache_bytes_per_token",
+                per_token,
+                "bytes",
+                "projected",
+                published=published,
+                matches_published=None if published is None else per_token == published,
+                **common,
+            )
+            ctx.record(name, "memory/fixed_state_bytes", fixed, "bytes", "projected", state_dtype=memory.STATE_DTYPE, **common)
             row = {"preset": name, "dtype": dt, "bytes/token": per_token, "fixed MiB": fixed / 2**20}
             for n in b.memory_lens:
                 total = memory.cache_bytes(arch, n, dt)
@@ -53,8 +61,10 @@ def presets_table(ctx) -> None:
             rows.append(row)
     table = pd.DataFrame(rows)
     ctx.console.print("\n[bold]Cache of one sequence (lightning state fp32)[/]\n" + table.round(2).to_string(index=False))
-    (ctx.run_dir / "summary.md").write_text("# exp=kv_memory\n\n## Production presets (one sequence; lightning "
-                                            "state in fp32)\n\n```\n" + table.round(2).to_string(index=False) + "\n```\n")
+    (ctx.run_dir / "summary.md").write_text(
+        "# exp=kv_memory\n\n## Production presets (one sequence; lightning "
+        "state in fp32)\n\n```\n" + table.round(2).to_string(index=False) + "\n```\n"
+    )
 
 
 def scaled_check(ctx) -> None:
@@ -74,19 +84,31 @@ def scaled_check(ctx) -> None:
                 cache = model.new_cache()
                 with torch.no_grad():
                     for i in range(0, n, cfg.exp.prefill_chunk):  # chunked prefill, as at inference
-                        model(idx[:, i:i + cfg.exp.prefill_chunk].to(ctx.device), cache)
+                        model(idx[:, i : i + cfg.exp.prefill_chunk].to(ctx.device), cache)
                 got = [x // B for x in cache.nbytes_by_layer()]  # one sequence
                 want = [memory.layer_bytes(arch, c, n, dt) for c in arch.layout]
                 ok = got == want
                 if not ok:
                     failures.append(f"{name} {dt} n={n}: cache holds {sum(got)} B, formula says {sum(want)} B")
-                ctx.record(name, "memory/total_bytes", sum(got), "bytes", "measured" if ok else "failed", context_len=n,
-                           dtype=dt, analytic=sum(want), per_layer=got, per_layer_analytic=want, equal=ok, batch=B)
-                lines.append(f"  {name:<18} {dt:<9} n={n:>5}: cache {sum(got):>10,} B  formula {sum(want):>10,} B  "
-                             f"{'equal' if ok else 'DIFFERENT'}")
+                ctx.record(
+                    name,
+                    "memory/total_bytes",
+                    sum(got),
+                    "bytes",
+                    "measured" if ok else "failed",
+                    context_len=n,
+                    dtype=dt,
+                    analytic=sum(want),
+                    per_layer=got,
+                    per_layer_analytic=want,
+                    equal=ok,
+                    batch=B,
+                )
+                lines.append(
+                    f"  {name:<18} {dt:<9} n={n:>5}: cache {sum(got):>10,} B  formula {sum(want):>10,} B  {'equal' if ok else 'DIFFERENT'}"
+                )
     ctx.console.print("\n[bold]Scaled models: cache objects after a chunked prefill vs the formula[/]\n" + "\n".join(lines))
     with open(ctx.run_dir / "summary.md", "a") as f:
-        f.write("\n## Scaled models: bytes the cache objects hold after a prefill vs the formula\n\n```\n"
-                + "\n".join(lines) + "\n```\n")
+        f.write("\n## Scaled models: bytes the cache objects hold after a prefill vs the formula\n\n```\n" + "\n".join(lines) + "\n```\n")
     if failures:
         raise SystemExit("kv_memory: analytic != measured: " + "; ".join(failures))

@@ -70,28 +70,46 @@ def prepare_models(ctx, grid: Grid | None = None) -> dict:
         record_training(ctx, cell, name, trained)
         train_len, at = training_facts(trained.record)["train_len"], check_len(trained.record, cfg)
         where = "" if train_len else f" (it passed no curriculum stage: checked at the first stage's {at} tokens)"
+
         def single(i, d):
-            return niah(_rng(cfg.seed, 7, i), vocab, at, "single", [float(d)], kind=cfg.task.haystack,
-                                           value_noise=cfg.task.value_noise)[0]
-        checks: list[tuple[str, dict, Callable | None]] = [("niah_single", {}, None)] + ([(grid.task, g, grid.make) for g in grid.groups] if grid else [])
+            return niah(_rng(cfg.seed, 7, i), vocab, at, "single", [float(d)], kind=cfg.task.haystack, value_noise=cfg.task.value_noise)[0]
+
+        checks: list[tuple[str, dict, Callable | None]] = [("niah_single", {}, None)] + (
+            [(grid.task, g, grid.make) for g in grid.groups] if grid else []
+        )
         for c_i, (task, group, make) in enumerate(checks):
-            common = dict(task=task, context_len=at, train_len=train_len, dtype="float32", **group,
-                          **(grid.fields if grid is not None and make is not None else {}))
+            common = dict(
+                task=task,
+                context_len=at,
+                train_len=train_len,
+                dtype="float32",
+                **group,
+                **(grid.fields if grid is not None and make is not None else {}),
+            )
             try:
                 if make is None:  # one needle per sample, at depths spread over the haystack
                     samples = [single(i, d) for i, d in enumerate(np.linspace(0, 1, cfg.eval.train_len_samples))]
                 else:
                     per = len(make(_rng(cfg.seed, 8, c_i, 0), at, group)[0].probes)
-                    samples = [s for i in range(-(-cfg.eval.train_len_samples // per))
-                               for s in make(_rng(cfg.seed, 8, c_i, i), at, group)]
+                    samples = [s for i in range(-(-cfg.eval.train_len_samples // per)) for s in make(_rng(cfg.seed, 8, c_i, i), at, group)]
             except ValueError as ex:  # the task does not fit in this length
                 cell.record(name, "train/acc", None, "fraction", "skipped", note=str(ex), **common)
                 continue
             k, n = batch_accuracy(trained.model, samples, ctx.device)
             lo, hi = wilson(k, n)
             label = "single needle" if task == "niah_single" else f"{task} {group or ''}".strip()
-            cell.record(name, "train/acc", k / n, "fraction", "measured", n=n, ci_low=lo, ci_high=hi,
-                        note=f"{label} at the training length{where}", **common)
+            cell.record(
+                name,
+                "train/acc",
+                k / n,
+                "fraction",
+                "measured",
+                n=n,
+                ci_low=lo,
+                ci_high=hi,
+                note=f"{label} at the training length{where}",
+                **common,
+            )
             ctx.console.print(f"  {name}: {label} at the training length {at}: {k}/{n}")
         cell.commit()
     return models
@@ -117,8 +135,17 @@ def run_grid(ctx, grid: Grid) -> None:
         passes = len(grid.make(_rng(cfg.seed, L, g_i, 0), min(L, 64), group)) if grid.task == "niah_single" else 1
         return cal[name].estimate(L, passes)
 
-    planned, skipped = plan_grid(list(models), lengths, grid.groups, estimate, haystacks,
-                                 budget - (time.perf_counter() - start), mem_cap, cfg.eval.short_len, cfg.exp.budget)
+    planned, skipped = plan_grid(
+        list(models),
+        lengths,
+        grid.groups,
+        estimate,
+        haystacks,
+        budget - (time.perf_counter() - start),
+        mem_cap,
+        cfg.eval.short_len,
+        cfg.exp.budget,
+    )
     names = list(models)
     skipped.sort(key=lambda c: (c[0]["context_len"], names.index(c[0]["design"])))
 
@@ -128,10 +155,20 @@ def run_grid(ctx, grid: Grid) -> None:
         cell = ctx.cell(**coords, part="skip", budget=cfg.exp.budget)
         measured = any(ctx.cell(**coords, sample=i, part="eval").done for i in range(haystacks(coords["context_len"])))
         if not cell.done and not measured:
-            cell.record(coords["design"], grid.metric, None, "fraction", "skipped", task=grid.task,
-                        train_len=train_lens[coords["design"]], **grid.fields,
-                        context_len=coords["context_len"], note=reason, **{k: v for k, v in coords.items() if k not in ("design", "context_len")},
-                        **est.as_fields())
+            cell.record(
+                coords["design"],
+                grid.metric,
+                None,
+                "fraction",
+                "skipped",
+                task=grid.task,
+                train_len=train_lens[coords["design"]],
+                **grid.fields,
+                context_len=coords["context_len"],
+                note=reason,
+                **{k: v for k, v in coords.items() if k not in ("design", "context_len")},
+                **est.as_fields(),
+            )
             cell.commit()
         ctx.console.print(f"  skip {coords}: {reason}")
 
@@ -155,18 +192,36 @@ def run_grid(ctx, grid: Grid) -> None:
             if est.seconds > left:  # estimates were optimistic: stop spending what we don't have
                 cell2 = ctx.cell(**coords, sample=i, part="skip-late", budget=cfg.exp.budget)
                 if not cell2.done:
-                    cell2.record(coords["design"], grid.metric, None, "fraction", "skipped", task=grid.task,
-                                 context_len=coords["context_len"], sample=i,
-                                 note=f"budget ran out: ~{est.seconds:.0f} s needed, {max(0, left):.0f} s left", **est.as_fields())
+                    cell2.record(
+                        coords["design"],
+                        grid.metric,
+                        None,
+                        "fraction",
+                        "skipped",
+                        task=grid.task,
+                        context_len=coords["context_len"],
+                        sample=i,
+                        note=f"budget ran out: ~{est.seconds:.0f} s needed, {max(0, left):.0f} s left",
+                        **est.as_fields(),
+                    )
                     cell2.commit()
                 finished(f"{label}: skipped, budget")
                 continue
             progress.update(bar, note=f"{label} (est {est.seconds:.0f} s)")
             group = {k: v for k, v in coords.items() if k not in ("design", "context_len")}
             g_i = grid.groups.index(group)
-            samples = cached_samples(grid.task, {**grid.params, "context_len": coords["context_len"], "group": group,
-                                                 "seed": cfg.seed, "sample": i, "vocab": list(vocab_of(cfg).__dict__.values())},
-                                     lambda: grid.make(_rng(cfg.seed, coords["context_len"], g_i, i), coords["context_len"], group))
+            samples = cached_samples(
+                grid.task,
+                {
+                    **grid.params,
+                    "context_len": coords["context_len"],
+                    "group": group,
+                    "seed": cfg.seed,
+                    "sample": i,
+                    "vocab": list(vocab_of(cfg).__dict__.values()),
+                },
+                lambda: grid.make(_rng(cfg.seed, coords["context_len"], g_i, i), coords["context_len"], group),
+            )
             model = models[coords["design"]].model
             load_before = os.getloadavg()[0]
             with PeakRSS() as rss:
@@ -178,27 +233,64 @@ def run_grid(ctx, grid: Grid) -> None:
                     for k, v in c.items():
                         costs[k] += v if k != "cache_bytes" else 0
                     costs["cache_bytes"] = max(costs["cache_bytes"], c["cache_bytes"])
-            common = dict(task=grid.task, context_len=coords["context_len"], sample=i, train_len=train_lens[coords["design"]],
-                          dtype="float32", backend=backend_label(for_layout(model.layout, cfg.backend, dev)), **group)
+            common = dict(
+                task=grid.task,
+                context_len=coords["context_len"],
+                sample=i,
+                train_len=train_lens[coords["design"]],
+                dtype="float32",
+                backend=backend_label(for_layout(model.layout, cfg.backend, dev)),
+                **group,
+            )
             for j, r in enumerate(results):
                 extra = {"depth": _grid_depth(r.depth, cfg.eval.depths)} if grid.by == "depth" else {}
                 if r.lookups is not None:
                     extra["lookups_correct"] = float(r.lookups.correct)
-                cell.record(coords["design"], f"{grid.metric.split('/')[0]}/probe", float(r.correct), "fraction", "measured",
-                            probe=j, hits=r.hits, targets=r.targets, **extra, **grid.fields, **common)
+                cell.record(
+                    coords["design"],
+                    f"{grid.metric.split('/')[0]}/probe",
+                    float(r.correct),
+                    "fraction",
+                    "measured",
+                    probe=j,
+                    hits=r.hits,
+                    targets=r.targets,
+                    **extra,
+                    **grid.fields,
+                    **common,
+                )
             load_after = os.getloadavg()[0]
             eff = prefill_efficiency(cfg, coords["design"], coords["context_len"], len(samples), costs["prefill_s"], hw)
-            cell.record(coords["design"], "eval/prefill_s", costs["prefill_s"], "s", **common, estimated_s=round(est.seconds, 1),
-                        planned=phase, haystacks=len(samples), load_before=load_before, load=load_after,
-                        noisy=noisy(load_before, load_after), **eff)
-            cell.record(coords["design"], "eval/peak_rss_increase_bytes", rss.increase, "bytes", **common,
-                        note="per cell: peak resident memory while this cell ran minus the resident memory at its start")
+            cell.record(
+                coords["design"],
+                "eval/prefill_s",
+                costs["prefill_s"],
+                "s",
+                **common,
+                estimated_s=round(est.seconds, 1),
+                planned=phase,
+                haystacks=len(samples),
+                load_before=load_before,
+                load=load_after,
+                noisy=noisy(load_before, load_after),
+                **eff,
+            )
+            cell.record(
+                coords["design"],
+                "eval/peak_rss_increase_bytes",
+                rss.increase,
+                "bytes",
+                **common,
+                note="per cell: peak resident memory while this cell ran minus the resident memory at its start",
+            )
             cell.record(coords["design"], "eval/cache_bytes", costs["cache_bytes"], "bytes", **common)
             cell.commit()
             acc = sum(r.correct for r in results) / max(1, len(results))
             rate = f", {eff['gflop_per_s']:.1f} GFLOP/s" if "gflop_per_s" in eff else ""
             rate += f" ({100 * eff['peak_fraction']:.0f}% of peak)" if "peak_fraction" in eff else ""
-            finished(f"{label}: acc {acc:.2f}, prefill {costs['prefill_s']:.1f} s{rate}" + (" NOISY" if noisy(load_before, load_after) else ""))
+            finished(
+                f"{label}: acc {acc:.2f}, prefill {costs['prefill_s']:.1f} s{rate}" + (" NOISY" if noisy(load_before, load_after) else "")
+            )
 
     aggregate(ctx, grid, train_lens)
 
@@ -216,8 +308,9 @@ def prefill_efficiency(cfg, design: str, n: int, prefills: int, seconds: float, 
     return out
 
 
-def plan_grid(names: list[str], lengths: list[int], groups: list[dict], estimate, haystacks, left: float,
-              mem_cap: float, short_len: int, budget: str):
+def plan_grid(
+    names: list[str], lengths: list[int], groups: list[dict], estimate, haystacks, left: float, mem_cap: float, short_len: int, budget: str
+):
     """Which (design, length, group) cells run, in run order; the rest skipped with a reason.
 
     estimate(name, L, g_i, group) -> Estimate of one haystack; haystacks(L) -> haystacks a cell;
@@ -253,8 +346,14 @@ def plan_grid(names: list[str], lengths: list[int], groups: list[dict], estimate
             take(cell, "short")
             left -= cell[4]
         elif cell[0] <= short_len:
-            skipped.append((cell[2], cell[3], f"would take ~{cell[4] / 60:.1f} min for {haystacks(cell[0])} haystacks, "
-                                              f"more than the {max(0.0, left) / 60:.1f} min left of exp.budget={budget}"))
+            skipped.append(
+                (
+                    cell[2],
+                    cell[3],
+                    f"would take ~{cell[4] / 60:.1f} min for {haystacks(cell[0])} haystacks, "
+                    f"more than the {max(0.0, left) / 60:.1f} min left of exp.budget={budget}",
+                )
+            )
         else:
             waiting.append(cell)
     share = max(0.0, left) / max(1, len(names))
@@ -272,9 +371,15 @@ def plan_grid(names: list[str], lengths: list[int], groups: list[dict], estimate
             take(cell, "leftover")
             pool -= cell[4]
         else:
-            skipped.append((cell[2], cell[3], f"would take ~{cell[4] / 60:.1f} min for {haystacks(cell[0])} haystacks, more "
-                                              f"than its fair share ({share / 60:.1f} min of exp.budget={budget}) and the "
-                                              f"{pool / 60:.1f} min the other designs left"))
+            skipped.append(
+                (
+                    cell[2],
+                    cell[3],
+                    f"would take ~{cell[4] / 60:.1f} min for {haystacks(cell[0])} haystacks, more "
+                    f"than its fair share ({share / 60:.1f} min of exp.budget={budget}) and the "
+                    f"{pool / 60:.1f} min the other designs left",
+                )
+            )
     return planned, skipped
 
 
@@ -287,8 +392,11 @@ def _grid_depth(depth: float | None, grid: list[float]) -> float | None:
 def aggregate(ctx, grid: Grid, train_lens: dict) -> None:
     """Accuracy per (design, length, group[, depth]) from every probe record of this config."""
     probe_metric = f"{grid.metric.split('/')[0]}/probe"
-    probes = [r for r in read_jsonl(ctx.recorder.path)
-              if r.get("type") == "record" and r.get("metric") == probe_metric and r.get("config_hash") == ctx.recorder.config_hash]
+    probes = [
+        r
+        for r in read_jsonl(ctx.recorder.path)
+        if r.get("type") == "record" and r.get("metric") == probe_metric and r.get("config_hash") == ctx.recorder.config_hash
+    ]
     groups: dict[tuple, list[dict]] = defaultdict(list)
     group_keys = sorted({k for g in grid.groups for k in g})
     for r in probes:
@@ -310,15 +418,43 @@ def aggregate(ctx, grid: Grid, train_lens: dict) -> None:
             k, n = int(sum(r["value"] for r in items)), len(items)
             lo, hi = wilson(k, n)
             extra = {"depth": split} if split != "all" else {}
-            cell.record(design, grid.metric, k / n, "fraction", "measured", task=grid.task, context_len=L, n=n,
-                        ci_low=lo, ci_high=hi, train_len=train_lens.get(design), dtype="float32", **grid.fields, **group, **extra)
+            cell.record(
+                design,
+                grid.metric,
+                k / n,
+                "fraction",
+                "measured",
+                task=grid.task,
+                context_len=L,
+                n=n,
+                ci_low=lo,
+                ci_high=hi,
+                train_len=train_lens.get(design),
+                dtype="float32",
+                **grid.fields,
+                **group,
+                **extra,
+            )
         diag = [r["lookups_correct"] for r in rs if r.get("lookups_correct") is not None]
         if diag:  # the multi-hop diagnostic: the same chains as k single lookups, every key given
             k, n = int(sum(diag)), len(diag)
             lo, hi = wilson(k, n)
-            cell.record(design, f"{grid.metric.split('/')[0]}/lookup_acc", k / n, "fraction", "measured", task=grid.task,
-                        context_len=L, n=n, ci_low=lo, ci_high=hi, train_len=train_lens.get(design), dtype="float32",
-                        scoring="every hop, intermediate keys given (diagnostic)", **group)
+            cell.record(
+                design,
+                f"{grid.metric.split('/')[0]}/lookup_acc",
+                k / n,
+                "fraction",
+                "measured",
+                task=grid.task,
+                context_len=L,
+                n=n,
+                ci_low=lo,
+                ci_high=hi,
+                train_len=train_lens.get(design),
+                dtype="float32",
+                scoring="every hop, intermediate keys given (diagnostic)",
+                **group,
+            )
         cell.commit()
         overall = sum(r["value"] for r in rs) / len(rs)
         ctx.console.print(f"  {design:<18} n={L:>9,} {group or ''} acc={overall:.2f} ({len(rs)} probes)")

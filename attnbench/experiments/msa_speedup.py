@@ -61,38 +61,92 @@ def predict(ctx) -> pd.DataFrame:
         for n in b.memory_lens:
             for phase in ("prefill", "decode"):
                 for scope in ("attention", "model"):
+
                     def cost(arch):
-                        return costmodel.model_cost(arch, phase, n, batch=1, dtype="bfloat16", impl="fused",
-                                                                                 attention_only=scope == "attention")
+                        return costmodel.model_cost(
+                            arch, phase, n, batch=1, dtype="bfloat16", impl="fused", attention_only=scope == "attention"
+                        )
+
                     mine = cost(M3)
                     t3 = mine.seconds(hw, "bfloat16")
                     for base_name, base in baselines.items():
                         theirs = cost(base)
                         t0 = theirs.seconds(hw, "bfloat16")
                         speedup = t0 / t3
-                        terms = {"baseline_s": t0, "m3_s": t3,
-                                 "baseline_flops": theirs.flops, "m3_flops": mine.flops,
-                                 "baseline_bytes": theirs.bytes, "m3_bytes": mine.bytes,
-                                 "baseline_terms_s": _top(theirs.term_seconds(hw, "bfloat16")),
-                                 "m3_terms_s": _top(mine.term_seconds(hw, "bfloat16"))}
-                        ctx.record("minimax_m3", f"msa_speedup/{phase}", speedup, "x", "projected", layout=M3.layout,
-                                   context_len=n, hardware=hw_name, method="analytic", scope=scope, vs=base_name,
-                                   dtype="bfloat16", batch=1, **terms)
-                        rows.append(dict(hardware=hw_name, n=n, phase=phase, scope=scope, vs=base_name, speedup=speedup,
-                                         baseline_ms=1e3 * t0, m3_ms=1e3 * t3))
+                        terms = {
+                            "baseline_s": t0,
+                            "m3_s": t3,
+                            "baseline_flops": theirs.flops,
+                            "m3_flops": mine.flops,
+                            "baseline_bytes": theirs.bytes,
+                            "m3_bytes": mine.bytes,
+                            "baseline_terms_s": _top(theirs.term_seconds(hw, "bfloat16")),
+                            "m3_terms_s": _top(mine.term_seconds(hw, "bfloat16")),
+                        }
+                        ctx.record(
+                            "minimax_m3",
+                            f"msa_speedup/{phase}",
+                            speedup,
+                            "x",
+                            "projected",
+                            layout=M3.layout,
+                            context_len=n,
+                            hardware=hw_name,
+                            method="analytic",
+                            scope=scope,
+                            vs=base_name,
+                            dtype="bfloat16",
+                            batch=1,
+                            **terms,
+                        )
+                        rows.append(
+                            dict(
+                                hardware=hw_name,
+                                n=n,
+                                phase=phase,
+                                scope=scope,
+                                vs=base_name,
+                                speedup=speedup,
+                                baseline_ms=1e3 * t0,
+                                m3_ms=1e3 * t3,
+                            )
+                        )
+
     # attention FLOPs of one decoded token at 1M (hardware-independent): whole models, and one MSA layer
     # against one GQA layer of M3's shape (the paper's "per-token attention compute")
     def one_layer(arch):
         return replace(arch, layout=arch.layout[-1])
+
     pairs = [("m2", M2, M3), ("m3_dense", M3_DENSE, M3), ("gqa_layer", one_layer(M3_DENSE), one_layer(M3))]
     for base_name, base, mine in pairs:
         f0 = costmodel.model_cost(base, "decode", CLAIM_LEN, attention_only=True, dtype="bfloat16").flops
         f3 = costmodel.model_cost(mine, "decode", CLAIM_LEN, attention_only=True, dtype="bfloat16").flops
-        ctx.record("minimax_m3", "msa_speedup/compute_per_token", f0 / f3, "x", "projected", layout=mine.layout,
-                   context_len=CLAIM_LEN, vs=base_name, method="analytic", baseline_flops=f0, m3_flops=f3,
-                   published=PAPER_COMPUTE if base_name != "m2" else None)
-        rows.append(dict(hardware="any", n=CLAIM_LEN, phase="compute/token", scope="attention", vs=base_name,
-                         speedup=f0 / f3, baseline_ms=None, m3_ms=None))
+        ctx.record(
+            "minimax_m3",
+            "msa_speedup/compute_per_token",
+            f0 / f3,
+            "x",
+            "projected",
+            layout=mine.layout,
+            context_len=CLAIM_LEN,
+            vs=base_name,
+            method="analytic",
+            baseline_flops=f0,
+            m3_flops=f3,
+            published=PAPER_COMPUTE if base_name != "m2" else None,
+        )
+        rows.append(
+            dict(
+                hardware="any",
+                n=CLAIM_LEN,
+                phase="compute/token",
+                scope="attention",
+                vs=base_name,
+                speedup=f0 / f3,
+                baseline_ms=None,
+                m3_ms=None,
+            )
+        )
     return pd.DataFrame(rows)
 
 
@@ -102,25 +156,64 @@ def _top(seconds: dict[str, float], k: int = 6) -> dict[str, float]:
 
 def judge(ctx, predicted: pd.DataFrame) -> list[dict]:
     out = []
-    claims = CLAIMS + [("paper compute per token", "compute/token", "gqa_layer", "any", PAPER_COMPUTE,
-                        "arXiv 2606.13392: 28.4x less per-token attention compute at 1M (one MSA layer vs one GQA layer)")]
+    claims = CLAIMS + [
+        (
+            "paper compute per token",
+            "compute/token",
+            "gqa_layer",
+            "any",
+            PAPER_COMPUTE,
+            "arXiv 2606.13392: 28.4x less per-token attention compute at 1M (one MSA layer vs one GQA layer)",
+        )
+    ]
     for claim, phase, vs, hw, published, source in claims:
-        hit = predicted[(predicted.phase == phase) & (predicted.vs == vs) & (predicted.hardware == hw)
-                        & (predicted.n == CLAIM_LEN) & (predicted.scope == "attention")]
+        hit = predicted[
+            (predicted.phase == phase)
+            & (predicted.vs == vs)
+            & (predicted.hardware == hw)
+            & (predicted.n == CLAIM_LEN)
+            & (predicted.scope == "attention")
+        ]
         if hit.empty:
-            ctx.record("minimax_m3", "msa_speedup/verdict", None, "text", "skipped", layout=M3.layout, claim=claim,
-                       reason=f"no prediction for {hw} at {CLAIM_LEN}")
+            ctx.record(
+                "minimax_m3",
+                "msa_speedup/verdict",
+                None,
+                "text",
+                "skipped",
+                layout=M3.layout,
+                claim=claim,
+                reason=f"no prediction for {hw} at {CLAIM_LEN}",
+            )
             continue
         pred = float(hit.speedup.iloc[0])
-        whole = predicted[(predicted.phase == phase) & (predicted.vs == vs) & (predicted.hardware == hw)
-                          & (predicted.n == CLAIM_LEN) & (predicted.scope == "model")]
+        whole = predicted[
+            (predicted.phase == phase)
+            & (predicted.vs == vs)
+            & (predicted.hardware == hw)
+            & (predicted.n == CLAIM_LEN)
+            & (predicted.scope == "model")
+        ]
         ratio = published / pred
-        verdict = ("consistent" if 1 / TOLERANCE <= ratio <= TOLERANCE else
-                   "published is higher than the model predicts" if ratio > TOLERANCE else
-                   "published is lower than the model predicts")
-        rec = dict(claim=claim, phase=phase, vs=vs, hardware=hw, context_len=CLAIM_LEN, published=published,
-                   predicted_attention=pred, predicted_model=float(whole.speedup.iloc[0]) if len(whole) else None,
-                   ratio=ratio, source=source)
+        verdict = (
+            "consistent"
+            if 1 / TOLERANCE <= ratio <= TOLERANCE
+            else "published is higher than the model predicts"
+            if ratio > TOLERANCE
+            else "published is lower than the model predicts"
+        )
+        rec = dict(
+            claim=claim,
+            phase=phase,
+            vs=vs,
+            hardware=hw,
+            context_len=CLAIM_LEN,
+            published=published,
+            predicted_attention=pred,
+            predicted_model=float(whole.speedup.iloc[0]) if len(whole) else None,
+            ratio=ratio,
+            source=source,
+        )
         ctx.record("minimax_m3", "msa_speedup/verdict", verdict, "text", "projected", layout=M3.layout, **rec)
         out.append({**rec, "verdict": verdict})
     return out
@@ -135,27 +228,50 @@ def measured_speedups(ctx, df: pd.DataFrame) -> pd.DataFrame:
             continue
         speedup = r[("median_ms", "S")] / r[("median_ms", "M")]
         pred = r[("predicted_ms", "S")] / r[("predicted_ms", "M")]
-        ctx.record("msa", f"msa_speedup/{phase}", float(speedup), "x", "measured", context_len=int(n), method="measured",
-                   hardware=f"this {ctx.device.type}", scope="op", vs="softmax", predicted=float(pred),
-                   softmax_ms=float(r[("median_ms", "S")]), msa_ms=float(r[("median_ms", "M")]), dtype=ctx.cfg.bench.dtype)
-        rows.append(dict(phase=phase, n=int(n), softmax_ms=r[("median_ms", "S")], msa_ms=r[("median_ms", "M")],
-                         measured_speedup=speedup, predicted_speedup=pred))
+        ctx.record(
+            "msa",
+            f"msa_speedup/{phase}",
+            float(speedup),
+            "x",
+            "measured",
+            context_len=int(n),
+            method="measured",
+            hardware=f"this {ctx.device.type}",
+            scope="op",
+            vs="softmax",
+            predicted=float(pred),
+            softmax_ms=float(r[("median_ms", "S")]),
+            msa_ms=float(r[("median_ms", "M")]),
+            dtype=ctx.cfg.bench.dtype,
+        )
+        rows.append(
+            dict(
+                phase=phase,
+                n=int(n),
+                softmax_ms=r[("median_ms", "S")],
+                msa_ms=r[("median_ms", "M")],
+                measured_speedup=speedup,
+                predicted_speedup=pred,
+            )
+        )
     return pd.DataFrame(rows)
 
 
 def summarize(ctx, predicted: pd.DataFrame, verdicts: list[dict], measured: pd.DataFrame) -> None:
     pd.set_option("display.width", 200)
-    p = predicted[predicted.phase != "compute/token"].pivot_table(index=["hardware", "vs", "scope", "phase"],
-                                                                    columns="n", values="speedup")
-    parts = [("Predicted speedup of M3 (roofline, fused kernels, bf16, batch 1)", p.round(2).to_string()),
-             ("Attention FLOPs per decoded token at 1M, baseline / M3",
-              predicted[predicted.phase == "compute/token"][["vs", "speedup"]].round(2).to_string(index=False))]
+    p = predicted[predicted.phase != "compute/token"].pivot_table(index=["hardware", "vs", "scope", "phase"], columns="n", values="speedup")
+    parts = [
+        ("Predicted speedup of M3 (roofline, fused kernels, bf16, batch 1)", p.round(2).to_string()),
+        (
+            "Attention FLOPs per decoded token at 1M, baseline / M3",
+            predicted[predicted.phase == "compute/token"][["vs", "speedup"]].round(2).to_string(index=False),
+        ),
+    ]
     if verdicts:
         v = pd.DataFrame(verdicts)[["claim", "hardware", "published", "predicted_attention", "predicted_model", "verdict"]]
         parts.append(("Verdicts at 1M tokens (attention; whole model beside it)", v.round(2).to_string(index=False)))
     if len(measured):
-        parts.append(("Measured on this machine: softmax / msa ops of the scaled shape",
-                      measured.round(3).to_string(index=False)))
+        parts.append(("Measured on this machine: softmax / msa ops of the scaled shape", measured.round(3).to_string(index=False)))
     text = "\n\n".join(f"## {t}\n\n```\n{body}\n```" for t, body in parts)
     (ctx.run_dir / "summary.md").write_text(f"# exp=msa_speedup\n\n{text}\n")
     for t, body in parts:

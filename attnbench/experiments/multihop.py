@@ -27,9 +27,28 @@ def run(ctx) -> None:
     groups = [{"hop_task": t, "hops": int(h)} for t in cfg.eval.hop_tasks for h in cfg.eval.hops]
 
     def make(rng, context_len, group):
-        return [multihop(rng, vocab, context_len, group["hop_task"], group["hops"], n_chains=cfg.eval.chains,
-                         kind=cfg.task.haystack, value_noise=cfg.task.value_noise)]
+        return [
+            multihop(
+                rng,
+                vocab,
+                context_len,
+                group["hop_task"],
+                group["hops"],
+                n_chains=cfg.eval.chains,
+                kind=cfg.task.haystack,
+                value_noise=cfg.task.value_noise,
+            )
+        ]
 
-    run_grid(ctx, Grid(metric="multihop/acc", task="multihop", groups=groups, make=make, by="hops",
-                       params={"chains": cfg.eval.chains, "haystack": cfg.task.haystack, "value_noise": cfg.task.value_noise},
-                       fields={"scoring": SCORING}))
+    run_grid(
+        ctx,
+        Grid(
+            metric="multihop/acc",
+            task="multihop",
+            groups=groups,
+            make=make,
+            by="hops",
+            params={"chains": cfg.eval.chains, "haystack": cfg.task.haystack, "value_noise": cfg.task.value_noise},
+            fields={"scoring": SCORING},
+        ),
+    )

@@ -20,5 +20,14 @@ def run(ctx) -> None:
     def make(rng, context_len, group):
         return niah(rng, vocab, context_len, variant, depths, kind=cfg.task.haystack, value_noise=cfg.task.value_noise)
 
-    run_grid(ctx, Grid(metric="niah/acc", task=f"niah_{variant}", groups=[{}], make=make, by="depth",
-                       params={"depths": depths, "haystack": cfg.task.haystack, "value_noise": cfg.task.value_noise}))
+    run_grid(
+        ctx,
+        Grid(
+            metric="niah/acc",
+            task=f"niah_{variant}",
+            groups=[{}],
+            make=make,
+            by="depth",
+            params={"depths": depths, "haystack": cfg.task.haystack, "value_noise": cfg.task.value_noise},
+        ),
+    )

@@ -24,8 +24,19 @@ def run(ctx) -> None:
             counts = Model(cfg.model, cfg.attention[name]).param_counts()
         layout = layout_for(cfg.model, cfg.attention[name])
         for part, n in counts.items():
-            cell.record(name, f"params/{part}", n, "count", "measured", preset=cfg.model.name, n_layers=len(layout),
-                        d_model=cfg.model.d_model, note="counted on the meta device")
+            cell.record(
+                name,
+                f"params/{part}",
+                n,
+                "count",
+                "measured",
+                preset=cfg.model.name,
+                n_layers=len(layout),
+                d_model=cfg.model.d_model,
+                note="counted on the meta device",
+            )
         cell.commit()
-        ctx.console.print(f"  {cfg.model.name:7s} {name:18s} {layout:24s} {counts['total'] / 1e6:7.1f}M parameters, "
-                          f"{counts['active'] / 1e6:6.1f}M active per token")
+        ctx.console.print(
+            f"  {cfg.model.name:7s} {name:18s} {layout:24s} {counts['total'] / 1e6:7.1f}M parameters, "
+            f"{counts['active'] / 1e6:6.1f}M active per token"
+        )

@@ -43,9 +43,10 @@ def run(ctx) -> None:
         torch.manual_seed(cfg.seed)
         model = Model(cfg.model, design).to(dev)
         backend = label(for_layout(model.layout, cfg.backend, dev))  # the kernels that ran
+
         def rec(metric, value, unit, status="measured", **kw):
-            return cell.record(
-                    name, metric, value, unit, status, backend=backend, dtype="float32", context_len=T, **kw)
+            return cell.record(name, metric, value, unit, status, backend=backend, dtype="float32", context_len=T, **kw)
+
         for part, n in model.param_counts().items():
             rec(f"params/{part}", n, "count")
 
@@ -75,14 +76,15 @@ def run(ctx) -> None:
         for path, got in (("prefill", chunked), ("decode", stepped)):
             err = relative_error(got, full)
             good = err <= TOLERANCE
-            rec(f"smoke/{path}_vs_full_rel_err", err, "relative", "measured" if good else "failed",
-                note=f"tolerance {TOLERANCE}")
+            rec(f"smoke/{path}_vs_full_rel_err", err, "relative", "measured" if good else "failed", note=f"tolerance {TOLERANCE}")
             if not good:
                 failures.append(f"{name}: {path} differs from the full forward by {err:.2e}")
         rec("cache/bytes", cache.nbytes(), "bytes")
         rec("cache/bytes_per_layer", cache.nbytes_by_layer(), "bytes")
         cell.commit()
-        ctx.console.print(f"  {name:<18} {model.layout:<10} params={model.param_counts()['total']:>7,} "
-                          f"loss={float(ce.detach()):.3f} cache={cache.nbytes():>8,} B")
+        ctx.console.print(
+            f"  {name:<18} {model.layout:<10} params={model.param_counts()['total']:>7,} "
+            f"loss={float(ce.detach()):.3f} cache={cache.nbytes():>8,} B"
+        )
     if failures:
         raise SystemExit("smoke failed: " + "; ".join(failures))

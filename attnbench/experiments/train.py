@@ -38,19 +38,31 @@ def training_facts(record: dict) -> dict:
     train = (record.get("config") or {}).get("train") or {}
     rule = record.get("rule")
     if rule is None:  # before the fair rule: each design ran under its own limits
-        rule = {"name": "none (per-design limits, before the fair rule)", "token_budget": None,
-                "patience": train.get("patience"), "floor": train.get("floor"), "advance_at": train.get("advance_at"),
-                "budget": train.get("budget")}
+        rule = {
+            "name": "none (per-design limits, before the fair rule)",
+            "token_budget": None,
+            "patience": train.get("patience"),
+            "floor": train.get("floor"),
+            "advance_at": train.get("advance_at"),
+            "budget": train.get("budget"),
+        }
     if "rule" in record and record.get("train_len") is not None:
         train_len = int(record["train_len"])
     else:
         train_len = passed_len(train.get("stages") or [], record.get("final_stage", 1), record.get("status", ""))
     status = str(record.get("status", "unknown"))
     stop = record.get("stop_reason") or STOP_REASONS.get(status, status).format(
-        patience=train.get("patience"), budget=train.get("budget"), failure=record.get("failure"))
-    return {"rule": rule, "train_len": train_len, "stop_reason": stop, "steps": record.get("steps"),
-            "tokens": record.get("tokens"), "status": record.get("status"),
-            "time": record.get("finished") or record.get("time")}
+        patience=train.get("patience"), budget=train.get("budget"), failure=record.get("failure")
+    )
+    return {
+        "rule": rule,
+        "train_len": train_len,
+        "stop_reason": stop,
+        "steps": record.get("steps"),
+        "tokens": record.get("tokens"),
+        "status": record.get("status"),
+        "time": record.get("finished") or record.get("time"),
+    }
 
 
 def source_of(folder: Path) -> str:
@@ -86,18 +98,52 @@ def record_training(ctx, cell, name: str, trained) -> None:
     r = trained.record
     facts = training_facts(r)
     status = "failed" if r["status"] == "failed" else "measured"
-    common = dict(backend=backend_label(r), dtype=r.get("dtype", "float32"), source=source_of(trained.folder),
-                  copied_at=now(), note=f"checkpoint: {trained.source}")
-    cell.record(name, "train/steps_to_floor", r["steps"] if r["reached_floor"] else None, "steps", status,
-                steps=r["steps"], tokens=r["tokens"], wall_s=r["wall_s"], reached=r["reached_floor"],
-                floor=facts["rule"].get("floor"), rule=facts["rule"], train_len=facts["train_len"],
-                stop_reason=facts["stop_reason"], train_status=r["status"], final_stage=r["final_stage"],
-                n_stages=r["n_stages"], train_device=r["device"], processes=r.get("processes", 1), failure=r["failure"], time=facts["time"], **common)
+    common = dict(
+        backend=backend_label(r),
+        dtype=r.get("dtype", "float32"),
+        source=source_of(trained.folder),
+        copied_at=now(),
+        note=f"checkpoint: {trained.source}",
+    )
+    cell.record(
+        name,
+        "train/steps_to_floor",
+        r["steps"] if r["reached_floor"] else None,
+        "steps",
+        status,
+        steps=r["steps"],
+        tokens=r["tokens"],
+        wall_s=r["wall_s"],
+        reached=r["reached_floor"],
+        floor=facts["rule"].get("floor"),
+        rule=facts["rule"],
+        train_len=facts["train_len"],
+        stop_reason=facts["stop_reason"],
+        train_status=r["status"],
+        final_stage=r["final_stage"],
+        n_stages=r["n_stages"],
+        train_device=r["device"],
+        processes=r.get("processes", 1),
+        failure=r["failure"],
+        time=facts["time"],
+        **common,
+    )
     for part, n in r["params"].items():
         cell.record(name, f"params/{part}", n, "count", "measured", time=facts["time"], **common)
     for point in r["curve"]:
-        cell.record(name, "train/loss", point["loss"], "nats", "measured", step=point["step"], tokens=point["tokens"],
-                    acc=point["acc"], stage=point["stage"] + 1, time=point.get("time"), **common)
+        cell.record(
+            name,
+            "train/loss",
+            point["loss"],
+            "nats",
+            "measured",
+            step=point["step"],
+            tokens=point["tokens"],
+            acc=point["acc"],
+            stage=point["stage"] + 1,
+            time=point.get("time"),
+            **common,
+        )
 
 
 def run(ctx) -> None:
@@ -122,6 +168,8 @@ def run(ctx) -> None:
         record_training(ctx, cell, name, trained)
         cell.commit()
         r, facts = trained.record, training_facts(trained.record)
-        ctx.console.print(f"  {name}: {r['status']} after {r['steps']} steps, {r['tokens']:,} tokens, {r['wall_s']:.0f} s "
-                          f"(stage {r['final_stage']}/{r['n_stages']}, trained to {facts['train_len']} tokens: "
-                          f"{facts['stop_reason']})")
+        ctx.console.print(
+            f"  {name}: {r['status']} after {r['steps']} steps, {r['tokens']:,} tokens, {r['wall_s']:.0f} s "
+            f"(stage {r['final_stage']}/{r['n_stages']}, trained to {facts['train_len']} tokens: "
+            f"{facts['stop_reason']})"
+        )

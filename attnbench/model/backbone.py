@@ -35,7 +35,6 @@ if TYPE_CHECKING:  # the schemas and layer types; at run time a layer gets the c
 ATTENTION = {c: DESIGNS[c].layer_class() for c in LAYOUT_LETTERS}  # letter -> layer class (attnbench.designs)
 
 
-
 def resolve_layout(layout: str, n_layers: int) -> str:
     """A layout is one letter a layer; a shorter period is tiled when it divides n_layers."""
     bad = sorted(set(layout) - set(LAYOUT_LETTERS))
@@ -171,6 +170,7 @@ class Model(nn.Module):
 
     def param_counts(self) -> dict[str, int]:
         """Parameters by part, and those active for one token (top-k of E experts)."""
+
         def count(module):
             return sum(p.numel() for p in module.parameters())
 
@@ -178,5 +178,4 @@ class Model(nn.Module):
         experts = sum(b.moe.w_up_EFC.numel() + b.moe.w_down_ECF.numel() for b in self.block_list)
         total = count(self)
         active = total - experts + experts * self.cfg.top_k_experts // self.cfg.n_experts
-        return {"total": total, "attention": attention, "experts": experts, "active": active,
-                "embedding": self.embed.weight.numel()}
+        return {"total": total, "attention": attention, "experts": experts, "active": active, "embedding": self.embed.weight.numel()}

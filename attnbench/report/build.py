@@ -45,8 +45,13 @@ class ReportResult:
 
 
 def environment() -> Environment:
-    return Environment(loader=PackageLoader("attnbench.report", "templates"), autoescape=True,
-                       trim_blocks=False, lstrip_blocks=False, keep_trailing_newline=True)
+    return Environment(
+        loader=PackageLoader("attnbench.report", "templates"),
+        autoescape=True,
+        trim_blocks=False,
+        lstrip_blocks=False,
+        keep_trailing_newline=True,
+    )
 
 
 def png_size(png: bytes) -> tuple[int, int]:
@@ -63,8 +68,13 @@ def figures_section(data: RunData, out_dir: Path) -> tuple[list[dict], dict[str,
     fig_dir = out_dir / FIGURE_DIR
     items, files = [], {}
     for spec in FIGURES:
-        item: dict[str, object] = {"id": spec.id, "title": spec.title, "caption": spec.caption, "src": None,
-                "missing": f"No records for this yet (metrics: {', '.join(spec.metrics)})."}
+        item: dict[str, object] = {
+            "id": spec.id,
+            "title": spec.title,
+            "caption": spec.caption,
+            "src": None,
+            "missing": f"No records for this yet (metrics: {', '.join(spec.metrics)}).",
+        }
         try:
             png = render(spec, data.records)
         except Exception as ex:  # one broken figure must not cost the whole report
@@ -78,8 +88,9 @@ def figures_section(data: RunData, out_dir: Path) -> tuple[list[dict], dict[str,
             _atomic_write(stale, png)
             files[spec.id] = stale
             w, h = png_size(png)
-            item.update(src="data:image/png;base64," + base64.b64encode(png).decode("ascii"),
-                        width=w // 2, height=h // 2)  # 150 dpi PNG shown at 75 px per inch of figure
+            item.update(
+                src="data:image/png;base64," + base64.b64encode(png).decode("ascii"), width=w // 2, height=h // 2
+            )  # 150 dpi PNG shown at 75 px per inch of figure
         items.append(item)
     return items, files
 
@@ -100,9 +111,14 @@ def configs_section(data: RunData) -> list[dict]:
     for h in data.headers:  # the last (re)start of each run directory holds the config it ran
         latest[h["run_dir"]] = h
     out = []
-    for (cfg, run_dirs) in _dedupe((d, {"hash": h.get("config_hash"), "config": h.get("config")}) for d, h in latest.items()):
-        out.append({"hash": cfg["hash"], "run_dirs": run_dirs,
-                    "yaml": yaml.safe_dump(cfg["config"], sort_keys=False, default_flow_style=False, width=100)})
+    for cfg, run_dirs in _dedupe((d, {"hash": h.get("config_hash"), "config": h.get("config")}) for d, h in latest.items()):
+        out.append(
+            {
+                "hash": cfg["hash"],
+                "run_dirs": run_dirs,
+                "yaml": yaml.safe_dump(cfg["config"], sort_keys=False, default_flow_style=False, width=100),
+            }
+        )
     return out
 
 
@@ -113,10 +129,12 @@ def environments_section(data: RunData) -> list[dict]:
     out = []
     for i, (e, run_dirs) in enumerate(_dedupe((h["run_dir"], env(h)) for h in data.headers)):
         hw, git, versions = e.get("hardware") or {}, e.get("git") or {}, e.get("versions") or {}
-        items = [("runs", ", ".join(run_dirs)),
-                 ("commit", f"{git.get('commit', 'unknown')}" + (" (uncommitted changes)" if git.get("dirty") else "")),
-                 ("hardware", ", ".join(f"{k}={v}" for k, v in hw.items())),
-                 ("versions", ", ".join(f"{k} {v}" for k, v in versions.items() if v))]
+        items = [
+            ("runs", ", ".join(run_dirs)),
+            ("commit", f"{git.get('commit', 'unknown')}" + (" (uncommitted changes)" if git.get("dirty") else "")),
+            ("hardware", ", ".join(f"{k}={v}" for k, v in hw.items())),
+            ("versions", ", ".join(f"{k} {v}" for k, v in versions.items() if v)),
+        ]
         device = hw.get("gpu") or hw.get("cpu") or "unknown"
         out.append({"label": f"environment {i + 1}: {device}", "rows": items})
     return out
@@ -136,8 +154,7 @@ def run_states(data: RunData) -> list[dict]:
         else:
             why = f" ({str(f['error'])[:200]})" if f.get("error") else ""
             states[f.get("status", "unknown") + why] += 1
-    return [{"text": f"{n} run{'s' if n > 1 else ''} {s}", "bad": not s.startswith("completed")}
-            for s, n in sorted(states.items())]
+    return [{"text": f"{n} run{'s' if n > 1 else ''} {s}", "bad": not s.startswith("completed")} for s, n in sorted(states.items())]
 
 
 def caveats(data: RunData) -> list[str]:
@@ -148,59 +165,90 @@ def caveats(data: RunData) -> list[str]:
     for text in sorted(models):
         m = json.loads(text) or {}
         size = f", {int(total.max()):,} parameters at most" if not total.empty else ""
-        out.append(f"Model scale: d_model {m.get('d_model')}, {m.get('n_layers')} layers, {m.get('n_heads')} heads of "
-                   f"{m.get('head_dim')}, {m.get('n_experts')} experts top-{m.get('top_k_experts')}{size}; the production "
-                   f"models in the claims have 10-460 billion. A verdict from trained models holds at this scale only.")
+        out.append(
+            f"Model scale: d_model {m.get('d_model')}, {m.get('n_layers')} layers, {m.get('n_heads')} heads of "
+            f"{m.get('head_dim')}, {m.get('n_experts')} experts top-{m.get('top_k_experts')}{size}; the production "
+            f"models in the claims have 10-460 billion. A verdict from trained models holds at this scale only."
+        )
     train = data.train
     if train is not None and not train.empty:
-        parts = [f"{r['design']} {int(r['train_len']):,}" if pd.notna(r["train_len"]) and r["train_len"] > 0
-                 else f"{r['design']} none (passed no stage)" for _, r in train.iterrows()]
-        out.append(f"True training length (the longest curriculum stage each model passed): {'; '.join(parts)}. "
-                   f"Accuracy beyond it is extrapolation; a model that passed no stage was never trained on the task.")
+        parts = [
+            f"{r['design']} {int(r['train_len']):,}"
+            if pd.notna(r["train_len"]) and r["train_len"] > 0
+            else f"{r['design']} none (passed no stage)"
+            for _, r in train.iterrows()
+        ]
+        out.append(
+            f"True training length (the longest curriculum stage each model passed): {'; '.join(parts)}. "
+            f"Accuracy beyond it is extrapolation; a model that passed no stage was never trained on the task."
+        )
         if (train["rule"].map(lambda r: isinstance(r, dict) and str(r.get("name", "")).startswith("none"))).any():
-            out.append("No common training rule: these checkpoints were trained before the fair rule, each under its "
-                       "own budget and patience (see 'How the models were trained'), so their training budgets differ.")
+            out.append(
+                "No common training rule: these checkpoints were trained before the fair rule, each under its "
+                "own budget and patience (see 'How the models were trained'), so their training budgets differ."
+            )
     acc = df[df["metric"].isin(["niah/acc", "multihop/acc"])]
     if not acc.empty and acc["chance"].notna().any():
         lv = acc.groupby(["metric", "task", "hops"], dropna=False)[["chance", "floor"]].mean().reset_index()
-        text = "; ".join(f"{r['metric']}" + (f" {r['hops']:g} hops" if pd.notna(r["hops"]) else "") +
-                         f": chance {r['chance']:.3g}, floor {r['floor']:.3g}" for _, r in lv.iterrows())
-        out.append(f"Chance and floor, computed from each task's generator: {text}. Chance is a uniform guess among the "
-                   f"task's answers; the floor is a uniform guess among this context's needle values (no lookup).")
+        text = "; ".join(
+            f"{r['metric']}"
+            + (f" {r['hops']:g} hops" if pd.notna(r["hops"]) else "")
+            + f": chance {r['chance']:.3g}, floor {r['floor']:.3g}"
+            for _, r in lv.iterrows()
+        )
+        out.append(
+            f"Chance and floor, computed from each task's generator: {text}. Chance is a uniform guess among the "
+            f"task's answers; the floor is a uniform guess among this context's needle values (no lookup)."
+        )
     single = df[(df["metric"] == "train/acc") & (df["task"] == "niah_single")]
     own = df[(df["metric"] == "train/acc") & df["task"].notna() & (df["task"] != "niah_single")]
     if not single.empty and own.empty:
-        out.append("Learned flags come from the single-needle check at the training length (no check of the "
-                   "experiment's own task was recorded): one needle has a floor of 1, so it shows a model finds the "
-                   "needle, not that it looks keys up.")
+        out.append(
+            "Learned flags come from the single-needle check at the training length (no check of the "
+            "experiment's own task was recorded): one needle has a floor of 1, so it shows a model finds the "
+            "needle, not that it looks keys up."
+        )
     mh = df[df["metric"] == "multihop/acc"]
     if not mh.empty and not (mh["scoring"] == "final value").any():
-        out.append("The multi-hop records here come from the older probe, which gave every intermediate key and "
-                   "scored all k answers: k independent lookups, not composition. They cannot test C3.")
+        out.append(
+            "The multi-hop records here come from the older probe, which gave every intermediate key and "
+            "scored all k answers: k independent lookups, not composition. They cannot test C3."
+        )
     if not df[df["metric"] == "eval/peak_rss_bytes"].empty:
-        out.append("eval/peak_rss_bytes (older runs) is the process's high-water mark while a cell ran, not the cell's "
-                   "own memory: a cell that ran after a larger one shows the larger one's peak. Newer runs record "
-                   "eval/peak_rss_increase_bytes, the increase over the cell's start.")
+        out.append(
+            "eval/peak_rss_bytes (older runs) is the process's high-water mark while a cell ran, not the cell's "
+            "own memory: a cell that ran after a larger one shows the larger one's peak. Newer runs record "
+            "eval/peak_rss_increase_bytes, the increase over the cell's start."
+        )
     proj = df[df["status"].isin(NOT_MEASURED)]
     if not proj.empty:
         by = ", ".join(f"{m} ({n})" for m, n in proj["metric"].value_counts().sort_index().items())
-        out.append(f"Projected or analytic, not measured: {len(proj)} records from the cost model or a formula: {by}. "
-                   f"They are drawn hollow, dashed or hatched and marked with a dagger in tables, never as measurements.")
+        out.append(
+            f"Projected or analytic, not measured: {len(proj)} records from the cost model or a formula: {by}. "
+            f"They are drawn hollow, dashed or hatched and marked with a dagger in tables, never as measurements."
+        )
         if df["relabelled"].any():
-            out.append(f"{int(df['relabelled'].sum())} records were written as measured although computed from a formula "
-                       f"(method analytic); the report counts them as analytic.")
+            out.append(
+                f"{int(df['relabelled'].sum())} records were written as measured although computed from a formula "
+                f"(method analytic); the report counts them as analytic."
+            )
     else:
         out.append("Nothing projected or analytic: every number is measured.")
     old_copies = df[(df["metric"] == "train/loss") & df["note"].astype(str).str.startswith("checkpoint:") & df["source"].isna()]
     if not old_copies.empty:
-        out.append(f"{len(old_copies)} training-curve records were copied from checkpoints by an older version, which "
-                   f"stamped them with the time of the copy, not of the training, and did not name the source file; "
-                   f"newer runs keep the checkpoint's own times and its record.json path.")
+        out.append(
+            f"{len(old_copies)} training-curve records were copied from checkpoints by an older version, which "
+            f"stamped them with the time of the copy, not of the training, and did not name the source file; "
+            f"newer runs keep the checkpoint's own times and its record.json path."
+        )
     copied = df[df["source"].notna() & (df["source"].astype(str) != "")]
     if not copied.empty:
         no_time = copied["time"].isna().sum()
-        out.append(f"{len(copied)} training records are copied from the checkpoints' record.json files (column source)"
-                   + (f"; {no_time} of them carry no time because the checkpoint recorded none" if no_time else "") + ".")
+        out.append(
+            f"{len(copied)} training records are copied from the checkpoints' record.json files (column source)"
+            + (f"; {no_time} of them carry no time because the checkpoint recorded none" if no_time else "")
+            + "."
+        )
     for status in ("skipped", "failed"):
         part = df[df["status"] == status]
         if not part.empty:
@@ -209,22 +257,30 @@ def caveats(data: RunData) -> list[str]:
             out.append(f"{status.capitalize()}: {len(part)} records ({why}).")
     for f in data.footers:
         if f.get("status") == "failed":
-            out.append(f"Run {f['run_dir']} failed ({f.get('ended', 'time unknown')}): "
-                       f"{f.get('error') or 'no error recorded'}. Its records up to the failure are shown.")
+            out.append(
+                f"Run {f['run_dir']} failed ({f.get('ended', 'time unknown')}): "
+                f"{f.get('error') or 'no error recorded'}. Its records up to the failure are shown."
+            )
     for problem in data.problems:
-        out.append(f"Damaged results: {problem}. Those lines and the records of those cells are left out; "
-                   f"rerunning the run redoes the cells and repairs the file.")
+        out.append(
+            f"Damaged results: {problem}. Those lines and the records of those cells are left out; "
+            f"rerunning the run redoes the cells and repairs the file."
+        )
     if "noisy" in df.columns:
         noisy = df[df["noisy"].map(lambda x: x is True)]
         if not noisy.empty:
             by = ", ".join(f"{m} ({n})" for m, n in noisy["metric"].value_counts().sort_index().items())
-            out.append(f"Noisy timings: {len(noisy)} were taken while the load average exceeded the core count "
-                       f"({by}; each record says noisy=true, hollow markers in the efficiency figure). Other processes "
-                       f"shared the cores: such a time is an upper bound and a ratio between two of them is uncertain.")
+            out.append(
+                f"Noisy timings: {len(noisy)} were taken while the load average exceeded the core count "
+                f"({by}; each record says noisy=true, hollow markers in the efficiency figure). Other processes "
+                f"shared the cores: such a time is an upper bound and a ratio between two of them is uncertain."
+            )
     hashes = {h.get("config_hash") for h in data.headers}
     if len(hashes) > 1:
-        out.append(f"This report merges {len(data.files)} results files with {len(hashes)} different configs: "
-                   f"compare numbers across them with care (see Exact config).")
+        out.append(
+            f"This report merges {len(data.files)} results files with {len(hashes)} different configs: "
+            f"compare numbers across them with care (see Exact config)."
+        )
     devices = sorted({str(d) for d in df["device"].dropna()})
     if len(devices) > 1:
         out.append(f"Devices: {', '.join(devices)}; timings are compared only within one device.")
@@ -239,13 +295,24 @@ def facts(data: RunData) -> list[tuple[str, str]]:
     counts = df["status"].value_counts()
     exps = ", ".join(sorted({str(e) for e in df["exp"].dropna()} | {str(h.get("exp")) for h in data.headers}))
     devices = ", ".join(sorted({str(d) for d in df["device"].dropna()})) or "—"
-    return [("experiments", exps or "—"), ("results files", str(len(data.files))), ("devices", devices),
-            ("records", ", ".join(f"{counts.get(s, 0)} {s}" for s in ("measured", "projected", "analytic", "skipped", "failed")))]
+    return [
+        ("experiments", exps or "—"),
+        ("results files", str(len(data.files))),
+        ("devices", devices),
+        ("records", ", ".join(f"{counts.get(s, 0)} {s}" for s in ("measured", "projected", "analytic", "skipped", "failed"))),
+    ]
 
 
-def build_report(names: Iterable[Path | str], out_dir: Path | str | None = None, *, pdf: bool = True,
-                 pdf_timeout_s: float = 60.0, command: str | None = None, title: str | None = None,
-                 intro: str | None = None) -> ReportResult:
+def build_report(
+    names: Iterable[Path | str],
+    out_dir: Path | str | None = None,
+    *,
+    pdf: bool = True,
+    pdf_timeout_s: float = 60.0,
+    command: str | None = None,
+    title: str | None = None,
+    intro: str | None = None,
+) -> ReportResult:
     """Write report.html (and report.pdf) for the records under ``paths`` into ``out_dir``.
 
     ``out_dir`` defaults to the one run directory given, or the directory the given ones share.
@@ -309,8 +376,11 @@ def build_report(names: Iterable[Path | str], out_dir: Path | str | None = None,
 def experiment_dirs(root: Path | str = ".") -> list[Path]:
     """experiments/<name>/ folders that hold at least one results.jsonl."""
     root = Path(root)
-    return [p for p in sorted((root / "experiments").iterdir()) if p.is_dir()
-            and any(f for f in p.rglob("results.jsonl") if "wandb" not in f.parts)]
+    return [
+        p
+        for p in sorted((root / "experiments").iterdir())
+        if p.is_dir() and any(f for f in p.rglob("results.jsonl") if "wandb" not in f.parts)
+    ]
 
 
 def all_experiments(root: Path | str = ".", *, pdf: bool = True) -> list[ReportResult]:
@@ -319,8 +389,15 @@ def all_experiments(root: Path | str = ".", *, pdf: bool = True) -> list[ReportR
     results = []
     for exp_dir in experiment_dirs(root):
         out = root / "reports" / exp_dir.name
-        results.append(build_report([exp_dir], out, pdf=pdf, command="python -m attnbench report --all-experiments",
-                                    title=f"attnbench report: {exp_dir.name} (recorded reference runs)"))
+        results.append(
+            build_report(
+                [exp_dir],
+                out,
+                pdf=pdf,
+                command="python -m attnbench report --all-experiments",
+                title=f"attnbench report: {exp_dir.name} (recorded reference runs)",
+            )
+        )
     return results
 
 
@@ -333,10 +410,15 @@ def decision_report(root: Path | str = ".", *, pdf: bool = True) -> ReportResult
     dirs = experiment_dirs(root)
     if not dirs:
         raise FileNotFoundError(f"{root / 'experiments'}: no results.jsonl in any experiment folder")
-    return build_report(dirs, root / "reports" / DECISION_DIR, pdf=pdf, command="python -m attnbench report --decision",
-                        title="attnbench decision report: every recorded experiment",
-                        intro=f"Merged from {', '.join(d.name for d in dirs)} (experiments/<name>/). Each table cell and "
-                              f"claim names the records it comes from; hover a cell for its source.")
+    return build_report(
+        dirs,
+        root / "reports" / DECISION_DIR,
+        pdf=pdf,
+        command="python -m attnbench report --decision",
+        title="attnbench decision report: every recorded experiment",
+        intro=f"Merged from {', '.join(d.name for d in dirs)} (experiments/<name>/). Each table cell and "
+        f"claim names the records it comes from; hover a cell for its source.",
+    )
 
 
 __all__ = ["ReportResult", "build_report", "all_experiments", "decision_report"]

@@ -26,8 +26,19 @@ import pandas as pd
 
 from .data import LEN_1M, NOT_MEASURED, fmt_bytes, fmt_len, is_preset, metric, pooled
 from .quality import LEARNED_LOWER_BOUND, experiment_task, learned
-from .verdicts import (INCONCLUSIVE, NOT_SUPPORTED, PARTLY, SUPPORTED, Verdict, acc_at, compare,
-                       deficit, levels_note, needs_learned, reference_lengths)
+from .verdicts import (
+    INCONCLUSIVE,
+    NOT_SUPPORTED,
+    PARTLY,
+    SUPPORTED,
+    Verdict,
+    acc_at,
+    compare,
+    deficit,
+    levels_note,
+    needs_learned,
+    reference_lengths,
+)
 from .verdicts import NOT_MEASURED_YET as NOT_MEASURED_YET  # re-exported: tests read the verdict names here
 from .verdicts import VERDICTS as VERDICTS
 
@@ -68,8 +79,6 @@ def _fmt(key: str, v) -> str:
 # ---------------------------------------------------------------- shared pieces
 
 
-
-
 # ---------------------------------------------------------------- C1
 
 TEXT01 = r"text.?01|minimax.?01|\bm1\b"
@@ -87,8 +96,9 @@ def judge_c1(df: pd.DataFrame, t: dict, train=None) -> Verdict:
     value = float(use["v"].iloc[-1])
     v.projected_only = use["status"].isin(NOT_MEASURED).all()
     how = "analytic: the cache formula applied to the published config" if v.projected_only else "measured"
-    v.evidence.append(f"{use['preset'].iloc[-1]} ({use['dtype'].iloc[-1]}): {fmt_bytes(value)} per token "
-                      f"({value:,.0f} B; claim {t['bytes']:,} B) ({how})")
+    v.evidence.append(
+        f"{use['preset'].iloc[-1]} ({use['dtype'].iloc[-1]}): {fmt_bytes(value)} per token ({value:,.0f} B; claim {t['bytes']:,} B) ({how})"
+    )
     if bf16.empty:
         v.evidence.append("no BF16 record: compared in the dtype recorded")
     v.verdict = SUPPORTED if abs(value - t["bytes"]) <= t["tolerance"] * t["bytes"] else NOT_SUPPORTED
@@ -96,8 +106,10 @@ def judge_c1(df: pd.DataFrame, t: dict, train=None) -> Verdict:
     check = check[(check["status"] == "measured") & ~is_preset(check)]
     if "equal" in check.columns and check["equal"].notna().any():
         eq = check["equal"].dropna().astype(bool)
-        v.evidence.append(f"the formula against the bytes this model's cache objects hold: equal in {int(eq.sum())} of "
-                          f"{len(eq)} measured cases (each design, fp32 and bf16)")
+        v.evidence.append(
+            f"the formula against the bytes this model's cache objects hold: equal in {int(eq.sum())} of "
+            f"{len(eq)} measured cases (each design, fp32 and bf16)"
+        )
     return v
 
 
@@ -116,7 +128,6 @@ def hybrid_of(d: pd.DataFrame, candidates=HYBRIDS) -> str:
     return next((name for name in candidates if name in have), candidates[0])
 
 
-
 def judge_c2(df: pd.DataFrame, t: dict, train=None) -> Verdict:
     d = pooled(metric(df, "niah/acc"))
     v, name = Verdict(), hybrid_of(d)
@@ -132,8 +143,10 @@ def judge_c2(df: pd.DataFrame, t: dict, train=None) -> Verdict:
     acc = acc_at(df, "niah/acc", name, longest)
     assert acc is not None, f"{name}: measured records at {longest} without accuracies"
     factor = longest / train_len
-    v.evidence.append(f"{name} at {fmt_len(longest)} tokens ({factor:g}x its training length {fmt_len(train_len)}): "
-                      f"{acc.fraction} = {acc.text()}; {levels_note(df, 'niah/acc')}")
+    v.evidence.append(
+        f"{name} at {fmt_len(longest)} tokens ({factor:g}x its training length {fmt_len(train_len)}): "
+        f"{acc.fraction} = {acc.text()}; {levels_note(df, 'niah/acc')}"
+    )
     if factor < t["factor"]:
         v.verdict = INCONCLUSIVE
         v.evidence.append(f"inconclusive: tested at {factor:g}x the training length, the claim is about {t['factor']}x")
@@ -144,8 +157,7 @@ def judge_c2(df: pd.DataFrame, t: dict, train=None) -> Verdict:
         v.evidence.append(f"the 95% upper bound {acc.hi:.2f} excludes retrieval of {t['retrieval']} or more")
     else:
         v.verdict = INCONCLUSIVE
-        v.evidence.append(f"inconclusive: the interval [{acc.lo:.2f}, {acc.hi:.2f}] straddles {t['retrieval']}: more probes "
-                          f"are needed")
+        v.evidence.append(f"inconclusive: the interval [{acc.lo:.2f}, {acc.hi:.2f}] straddles {t['retrieval']}: more probes are needed")
     return v
 
 
@@ -160,8 +172,10 @@ def judge_c3(df: pd.DataFrame, t: dict, train=None) -> Verdict:
     if d[d["design"] == "softmax"].empty or d[d["design"] == hyb_name].empty:
         return v
     if "scoring" in d.columns and not (d["scoring"] == "final value").any():
-        v.evidence.append("these records scored every hop with every intermediate key given (k single lookups, "
-                          "not composition): they cannot test a multi-hop deficit")
+        v.evidence.append(
+            "these records scored every hop with every intermediate key given (k single lookups, "
+            "not composition): they cannot test a multi-hop deficit"
+        )
         v.verdict = INCONCLUSIVE
         return v
     d = d[d["scoring"] == "final value"]
@@ -176,8 +190,10 @@ def judge_c3(df: pd.DataFrame, t: dict, train=None) -> Verdict:
         return v
     if cell is None:
         v.verdict = INCONCLUSIVE
-        v.evidence.append(f"inconclusive: softmax's 95% lower bound stays under {t['min_ref']} at every length with "
-                          f">= {t['min_hops']} hops (both designs fail: the task separates nothing here)")
+        v.evidence.append(
+            f"inconclusive: softmax's 95% lower bound stays under {t['min_ref']} at every length with "
+            f">= {t['min_hops']} hops (both designs fail: the task separates nothing here)"
+        )
         return v
     k, L = cell
     s = acc_at(df, "multihop/acc", "softmax", L, hops=k, scoring="final value")
@@ -189,8 +205,9 @@ def judge_c3(df: pd.DataFrame, t: dict, train=None) -> Verdict:
             continue
         results[name] = compare(a, s, t["gap"])
         lo, hi = deficit(a, s)
-        v.evidence.append(f"{k:g} hops at {fmt_len(L)}: {name} {a.text()} vs softmax {s.text()}: deficit in "
-                          f"[{lo:.2f}, {hi:.2f}] -> {results[name]}")
+        v.evidence.append(
+            f"{k:g} hops at {fmt_len(L)}: {name} {a.text()} vs softmax {s.text()}: deficit in [{lo:.2f}, {hi:.2f}] -> {results[name]}"
+        )
     if "swa_hybrid" in results and not learned(df, "swa_hybrid", "multihop", hops=k, train=train).flag:
         v.evidence.append("swa_hybrid did not learn the task: its row is not used")
         results.pop("swa_hybrid")
@@ -239,9 +256,11 @@ def judge_c4(df: pd.DataFrame, t: dict, train=None) -> Verdict:
             inside = gpu["v"].between(lo_k, hi_k)
             theory[phase] = "yes" if inside.all() else ("no" if not inside.any() else "mixed")
             where = ", ".join(f"{r['hardware']} {fmt_len(r['v'])}" for _, r in gpu.iterrows())
-            v.evidence.append(f"theory, {phase}: analytic op-level crossover at the {shape} shape, fused kernels: {where} "
-                              f"-> {'within' if theory[phase] == 'yes' else 'outside' if theory[phase] == 'no' else 'partly within'} "
-                              f"{fmt_len(lo_k)}–{fmt_len(hi_k)}")
+            v.evidence.append(
+                f"theory, {phase}: analytic op-level crossover at the {shape} shape, fused kernels: {where} "
+                f"-> {'within' if theory[phase] == 'yes' else 'outside' if theory[phase] == 'no' else 'partly within'} "
+                f"{fmt_len(lo_k)}–{fmt_len(hi_k)}"
+            )
         meas = d[(d["status"] == "measured") & (d["method"] == "measured")]
         for _, r in meas.iterrows():
             hw = r["hardware"]
@@ -256,12 +275,17 @@ def judge_c4(df: pd.DataFrame, t: dict, train=None) -> Verdict:
             r_lo, r_hi = lo / (1 + s) / a, hi * (1 + s) / a
             later = t["later_factor"]
             practice[phase] = "yes" if r_lo >= later else ("no" if r_hi < later else "undecided")
-            shown = f"{fmt_len(r['v'])} [{fmt_len(lo)}–{fmt_len(hi)}]" if pd.notna(r["v"]) else \
-                f"{r.get('relation') or ''} {fmt_len(hi if lo == 0 else lo)}"
-            v.evidence.append(f"practice, {phase}: measured op-level crossover on {hw}: {shown}; analytic for the same "
-                              f"machine and shape {fmt_len(a)}; timing spread (p25–p75) {s:.0%}: measured / analytic in "
-                              f"[{r_lo:.2f}, {r_hi:.2f}] -> "
-                              f"{'later by ' + format(later, 'g') + 'x or more' if practice[phase] == 'yes' else 'not ' + format(later, 'g') + 'x later' if practice[phase] == 'no' else 'undecided within the spread'}")
+            shown = (
+                f"{fmt_len(r['v'])} [{fmt_len(lo)}–{fmt_len(hi)}]"
+                if pd.notna(r["v"])
+                else f"{r.get('relation') or ''} {fmt_len(hi if lo == 0 else lo)}"
+            )
+            v.evidence.append(
+                f"practice, {phase}: measured op-level crossover on {hw}: {shown}; analytic for the same "
+                f"machine and shape {fmt_len(a)}; timing spread (p25–p75) {s:.0%}: measured / analytic in "
+                f"[{r_lo:.2f}, {r_hi:.2f}] -> "
+                f"{'later by ' + format(later, 'g') + 'x or more' if practice[phase] == 'yes' else 'not ' + format(later, 'g') + 'x later' if practice[phase] == 'no' else 'undecided within the spread'}"
+            )
             break
     if not theory and not practice:
         return v
@@ -269,8 +293,17 @@ def judge_c4(df: pd.DataFrame, t: dict, train=None) -> Verdict:
     halves = []
     for name, part in (("theory", theory), ("practice", practice)):
         vals = set(part.values())
-        halves.append("none" if not vals else "yes" if vals == {"yes"} else "no" if vals == {"no"} else
-                      "undecided" if "undecided" in vals else "mixed")
+        halves.append(
+            "none"
+            if not vals
+            else "yes"
+            if vals == {"yes"}
+            else "no"
+            if vals == {"no"}
+            else "undecided"
+            if "undecided" in vals
+            else "mixed"
+        )
     if "no" in halves:
         v.verdict = NOT_SUPPORTED
     elif halves == ["yes", "yes"]:
@@ -280,8 +313,9 @@ def judge_c4(df: pd.DataFrame, t: dict, train=None) -> Verdict:
     else:
         v.verdict = PARTLY
     if "none" in halves:
-        v.evidence.append(f"no {'measured' if halves[1] == 'none' else 'analytic'} op-level crossover recorded: "
-                          f"only half of the claim is tested")
+        v.evidence.append(
+            f"no {'measured' if halves[1] == 'none' else 'analytic'} op-level crossover recorded: only half of the claim is tested"
+        )
     return v
 
 
@@ -304,8 +338,10 @@ def judge_c5(df: pd.DataFrame, t: dict, train=None) -> Verdict:
         ratio = value / claim
         parts[phase] = SUPPORTED if ratio >= t["supported_frac"] else NOT_SUPPORTED if ratio < t["not_frac"] else PARTLY
         how = "measured" if not meas.empty else "projected by the cost model, no measured record carries M3 vs M2"
-        v.evidence.append(f"{phase}: M3 vs {t['vs'].upper()}, {t['scope']} only, {t['hardware'].upper()}, "
-                          f"{fmt_len(t['length'])} tokens: {value:.1f}x ({how}); claim ~{claim:g}x -> {ratio:.0%} of it")
+        v.evidence.append(
+            f"{phase}: M3 vs {t['vs'].upper()}, {t['scope']} only, {t['hardware'].upper()}, "
+            f"{fmt_len(t['length'])} tokens: {value:.1f}x ({how}); claim ~{claim:g}x -> {ratio:.0%} of it"
+        )
         other = d[(d["scope"] != t["scope"]) & (d["hardware"] == t["hardware"]) & (d["context_len"] == t["length"])]
         for scope, g in other.groupby("scope"):
             v.evidence.append(f"  the same for the whole {scope}: {g['v'].mean():.1f}x ({g['status'].iloc[0]}; not judged)")
@@ -318,16 +354,19 @@ def judge_c5(df: pd.DataFrame, t: dict, train=None) -> Verdict:
             lens = reference_lengths(df, "niah/acc", "msa", "softmax", t["min_ref"])
             if not lens:
                 parts["lookup"] = INCONCLUSIVE
-                sub.evidence.append(f"lookup: softmax's 95% lower bound stays under {t['min_ref']} at every length both "
-                                    f"ran: the task separates nothing here")
+                sub.evidence.append(
+                    f"lookup: softmax's 95% lower bound stays under {t['min_ref']} at every length both "
+                    f"ran: the task separates nothing here"
+                )
             else:
                 L = max(lens)
                 m, s = acc_at(df, "niah/acc", "msa", L), acc_at(df, "niah/acc", "softmax", L)
                 assert m is not None and s is not None  # a reference length: both were measured there
                 res = compare(m, s, t["gap"])
                 parts["lookup"] = {"not below": SUPPORTED, "below": NOT_SUPPORTED}.get(res, INCONCLUSIVE)
-                sub.evidence.append(f"lookup at {fmt_len(L)}: msa {m.text()} vs softmax {s.text()} -> msa {res} softmax "
-                                    f"(by {t['gap']} or more)")
+                sub.evidence.append(
+                    f"lookup at {fmt_len(L)}: msa {m.text()} vs softmax {s.text()} -> msa {res} softmax (by {t['gap']} or more)"
+                )
         else:
             parts["lookup"] = INCONCLUSIVE
         v.evidence += sub.evidence
@@ -366,96 +405,152 @@ def judge_c6(df: pd.DataFrame, t: dict, train=None) -> Verdict:
     lens = reference_lengths(df, "niah/acc", "lightning", "softmax", t["min_ref"])
     if not lens:
         v.verdict = INCONCLUSIVE
-        v.evidence.append(f"inconclusive: softmax's 95% lower bound stays under {t['min_ref']} at every length both ran "
-                          f"(the task separates nothing here)")
+        v.evidence.append(
+            f"inconclusive: softmax's 95% lower bound stays under {t['min_ref']} at every length both ran (the task separates nothing here)"
+        )
         return v
     L = max(lens)
     a, s = acc_at(df, "niah/acc", "lightning", L), acc_at(df, "niah/acc", "softmax", L)
     assert a is not None and s is not None  # a reference length: both were measured there
     res = compare(a, s, t["gap"])
     lo, hi = deficit(a, s)
-    v.evidence.append(f"at {fmt_len(L)}: lightning {a.text()} vs softmax {s.text()}: deficit in [{lo:.2f}, {hi:.2f}]; "
-                      f"{levels_note(df, 'niah/acc')}")
+    v.evidence.append(
+        f"at {fmt_len(L)}: lightning {a.text()} vs softmax {s.text()}: deficit in [{lo:.2f}, {hi:.2f}]; {levels_note(df, 'niah/acc')}"
+    )
     v.verdict = {"below": SUPPORTED, "not below": NOT_SUPPORTED}.get(res, INCONCLUSIVE)
     if res == "undecided":
         v.evidence.append(f"inconclusive: the intervals neither show nor exclude a deficit of {t['gap']}")
     return v
 
 
-LEARNED_RULE = ("Needs {models} to have learned the task (95% lower bound >= {learned_lb} at the training length), "
-                "else inconclusive. ")
+LEARNED_RULE = "Needs {models} to have learned the task (95% lower bound >= {learned_lb} at the training length), else inconclusive. "
 
 CLAIMS = [
-    Claim("C1", "Text-01 keeps a growing cache in only 10 of 80 layers: ~40 KiB per token in BF16 "
-                "(8 KV heads x 128 dims x K,V x 2 B x 10 layers = 40,960 B)",
-          [("So Text-01 mixes the two: seven lightning layers, then one softmax layer, repeated ten times. "
-            "Only 10 of its 80 layers keep a cache that grows with the context, about 40 KiB per token in BF16.", SEED_000)],
-          "kv_memory", {"bytes": 40960, "tolerance": 0.02},
-          "Supported if the Text-01 preset's BF16 cache per token is within {tolerance} of {bytes} B, else not supported. "
-          "The preset's bytes come from the cache formula (analytic); the measured part is that this model's cache "
-          "objects hold exactly what the formula says.",
-          judge_c1),
-    Claim("C2", "Text-01: 100% needle-in-a-haystack retrieval at 4M tokens, trained at 1M (4x extrapolation)",
-          [("In MiniMax's own \"Needle-In-A-Haystack\" test at 4 million tokens, the model reported 100 percent "
-            "retrieval accuracy.", SEED_001),
-           ("trained with contexts \"up to 1 million tokens\" and able to \"extrapolate to 4 million tokens during "
-            "inference\"", SEED_000)],
-          "needle_4m", {"learned_lb": LEARNED_LOWER_BOUND, "factor": 4, "retrieval": 0.9, "hybrids": ", then ".join(HYBRIDS)},
-          LEARNED_RULE.replace("{models}", "the 7:1 hybrid (the first of {hybrids} with records)") +
-          "At its longest tested length, when that is >= {factor}x its true training length: supported if the "
-          "accuracy's 95% lower bound is >= {retrieval} (the claim says 100%), not supported if the upper bound is "
-          "< {retrieval}; otherwise, or below {factor}x, inconclusive.",
-          judge_c2),
-    Claim("C3", "M2: the lightning hybrid showed deficits on multi-hop reasoning at scale; a sliding-window "
-                "hybrid \"wasn't good enough\"",
-          [("The lightning hybrid matched full attention on the benchmarks of the time, but \"at a larger scale ... "
-            "had clear deficits in complex, multi-hop reasoning tasks\", the kind agents rely on.", SEED_000),
-           ("A sliding-window hybrid they also tried \"wasn't good enough\".", SEED_000)],
-          "multihop", {"learned_lb": LEARNED_LOWER_BOUND, "min_hops": 2, "min_ref": 0.5, "gap": 0.1, "hybrids": ", then ".join(HYBRIDS)},
-          LEARNED_RULE.replace("{models}", "softmax and the 7:1 hybrid (the first of {hybrids} with records; the k-hop chain)") +
-          "Compositional probes only (start key given, final value scored), >= {min_hops} hops. The cell: the most "
-          "hops, then the longest length, where softmax's 95% lower bound is >= {min_ref} (none: both fail, "
-          "inconclusive). Deficit bounds from the two intervals: the hybrid below softmax by >= {gap}: "
-          "supported (partly if swa_hybrid, when it ran and learned, is not also below); a deficit of {gap} "
-          "excluded: not supported; else inconclusive.",
-          judge_c3),
-    Claim("C4", "Linear attention is cheaper than full attention only past a few thousand tokens in theory, "
-                "and much later in practice",
-          [("Linear attention only becomes cheaper than full attention past a context length that, \"in theory\", "
-            "is a few thousand tokens, and in practice, with optimized full-attention kernels, much more.", SEED_000)],
-          "crossover", {"few_thousand": (1024, 16384), "later_factor": 2.0},
-          "Op-level crossovers of lightning against softmax. Theory: the analytic crossover on every GPU profile "
-          "(fused kernels, Text-01's shape) lies within {few_thousand} tokens, prefill and decode. Practice: the "
-          "measured crossover on this machine is >= {later_factor}x the analytic one for the same machine and "
-          "shape, judged on the measured bracket widened by the timing spread (p25–p75 of the op times). Both "
-          "halves hold: supported; either contradicted: not supported; a half undecided within the spread or not "
-          "recorded: inconclusive; else partly.",
-          judge_c4),
-    Claim("C5", "M3 (MSA): ~9x faster prefill and ~15x faster decode than M2 at 1M tokens; every layer keeps a "
-                "full cache, so any token can be looked up exactly",
-          [("MiniMax reports 9 times faster prefill and 15 times faster decoding than M2 at a million tokens.", SEED_000),
-           ("sparse attention keeps everything, so any earlier token can still be looked up exactly, and saves "
-            "time by reading only a little of it.", SEED_000)],
-          "msa_speedup, needle_4m", {"prefill": 9.0, "decode": 15.0, "length": LEN_1M, "vs": "m2", "scope": "attention",
-                                     "hardware": "h200", "supported_frac": 0.75, "not_frac": 0.5,
-                                     "learned_lb": LEARNED_LOWER_BOUND, "min_ref": 0.5, "gap": 0.1},
-          "Like with like: M3 against {vs}, {scope} only, on the {hardware} profile, at {length} tokens (the whole "
-          "model is shown beside, not judged); a speedup >= {supported_frac} of the claim ({prefill}x prefill, "
-          "{decode}x decode): supported, < {not_frac}: not supported, else partly; 'projected only' when no measured "
-          "record carries the comparison. Lookup: " + LEARNED_RULE.replace("{models}", "softmax and msa") +
-          "At the longest length where softmax's lower bound is >= {min_ref}: a deficit of msa of {gap} excluded: "
-          "supported, shown: not supported, else inconclusive. All three parts supported: supported; any not "
-          "supported: not supported; any inconclusive or missing: inconclusive; else partly.",
-          judge_c5),
-    Claim("C6", "Linear attention keeps a fixed-size state and cannot look up an exact earlier token",
-          [("The price is that the summary is lossy: the model cannot look up an exact earlier token the way full "
-            "attention can.", SEED_000)],
-          "needle_4m (pure lightning row)", {"learned_lb": LEARNED_LOWER_BOUND, "min_ref": 0.5, "gap": 0.2},
-          LEARNED_RULE.replace("{models}", "softmax and lightning") +
-          "At the longest length where softmax's 95% lower bound is >= {min_ref} (none: inconclusive): lightning "
-          "below softmax by >= {gap} (from the two intervals): supported; a deficit of {gap} excluded: not "
-          "supported; else inconclusive.",
-          judge_c6),
+    Claim(
+        "C1",
+        "Text-01 keeps a growing cache in only 10 of 80 layers: ~40 KiB per token in BF16 "
+        "(8 KV heads x 128 dims x K,V x 2 B x 10 layers = 40,960 B)",
+        [
+            (
+                "So Text-01 mixes the two: seven lightning layers, then one softmax layer, repeated ten times. "
+                "Only 10 of its 80 layers keep a cache that grows with the context, about 40 KiB per token in BF16.",
+                SEED_000,
+            )
+        ],
+        "kv_memory",
+        {"bytes": 40960, "tolerance": 0.02},
+        "Supported if the Text-01 preset's BF16 cache per token is within {tolerance} of {bytes} B, else not supported. "
+        "The preset's bytes come from the cache formula (analytic); the measured part is that this model's cache "
+        "objects hold exactly what the formula says.",
+        judge_c1,
+    ),
+    Claim(
+        "C2",
+        "Text-01: 100% needle-in-a-haystack retrieval at 4M tokens, trained at 1M (4x extrapolation)",
+        [
+            (
+                'In MiniMax\'s own "Needle-In-A-Haystack" test at 4 million tokens, the model reported 100 percent retrieval accuracy.',
+                SEED_001,
+            ),
+            ('trained with contexts "up to 1 million tokens" and able to "extrapolate to 4 million tokens during inference"', SEED_000),
+        ],
+        "needle_4m",
+        {"learned_lb": LEARNED_LOWER_BOUND, "factor": 4, "retrieval": 0.9, "hybrids": ", then ".join(HYBRIDS)},
+        LEARNED_RULE.replace("{models}", "the 7:1 hybrid (the first of {hybrids} with records)")
+        + "At its longest tested length, when that is >= {factor}x its true training length: supported if the "
+        "accuracy's 95% lower bound is >= {retrieval} (the claim says 100%), not supported if the upper bound is "
+        "< {retrieval}; otherwise, or below {factor}x, inconclusive.",
+        judge_c2,
+    ),
+    Claim(
+        "C3",
+        'M2: the lightning hybrid showed deficits on multi-hop reasoning at scale; a sliding-window hybrid "wasn\'t good enough"',
+        [
+            (
+                'The lightning hybrid matched full attention on the benchmarks of the time, but "at a larger scale ... '
+                'had clear deficits in complex, multi-hop reasoning tasks", the kind agents rely on.',
+                SEED_000,
+            ),
+            ('A sliding-window hybrid they also tried "wasn\'t good enough".', SEED_000),
+        ],
+        "multihop",
+        {"learned_lb": LEARNED_LOWER_BOUND, "min_hops": 2, "min_ref": 0.5, "gap": 0.1, "hybrids": ", then ".join(HYBRIDS)},
+        LEARNED_RULE.replace("{models}", "softmax and the 7:1 hybrid (the first of {hybrids} with records; the k-hop chain)")
+        + "Compositional probes only (start key given, final value scored), >= {min_hops} hops. The cell: the most "
+        "hops, then the longest length, where softmax's 95% lower bound is >= {min_ref} (none: both fail, "
+        "inconclusive). Deficit bounds from the two intervals: the hybrid below softmax by >= {gap}: "
+        "supported (partly if swa_hybrid, when it ran and learned, is not also below); a deficit of {gap} "
+        "excluded: not supported; else inconclusive.",
+        judge_c3,
+    ),
+    Claim(
+        "C4",
+        "Linear attention is cheaper than full attention only past a few thousand tokens in theory, and much later in practice",
+        [
+            (
+                'Linear attention only becomes cheaper than full attention past a context length that, "in theory", '
+                "is a few thousand tokens, and in practice, with optimized full-attention kernels, much more.",
+                SEED_000,
+            )
+        ],
+        "crossover",
+        {"few_thousand": (1024, 16384), "later_factor": 2.0},
+        "Op-level crossovers of lightning against softmax. Theory: the analytic crossover on every GPU profile "
+        "(fused kernels, Text-01's shape) lies within {few_thousand} tokens, prefill and decode. Practice: the "
+        "measured crossover on this machine is >= {later_factor}x the analytic one for the same machine and "
+        "shape, judged on the measured bracket widened by the timing spread (p25–p75 of the op times). Both "
+        "halves hold: supported; either contradicted: not supported; a half undecided within the spread or not "
+        "recorded: inconclusive; else partly.",
+        judge_c4,
+    ),
+    Claim(
+        "C5",
+        "M3 (MSA): ~9x faster prefill and ~15x faster decode than M2 at 1M tokens; every layer keeps a "
+        "full cache, so any token can be looked up exactly",
+        [
+            ("MiniMax reports 9 times faster prefill and 15 times faster decoding than M2 at a million tokens.", SEED_000),
+            (
+                "sparse attention keeps everything, so any earlier token can still be looked up exactly, and saves "
+                "time by reading only a little of it.",
+                SEED_000,
+            ),
+        ],
+        "msa_speedup, needle_4m",
+        {
+            "prefill": 9.0,
+            "decode": 15.0,
+            "length": LEN_1M,
+            "vs": "m2",
+            "scope": "attention",
+            "hardware": "h200",
+            "supported_frac": 0.75,
+            "not_frac": 0.5,
+            "learned_lb": LEARNED_LOWER_BOUND,
+            "min_ref": 0.5,
+            "gap": 0.1,
+        },
+        "Like with like: M3 against {vs}, {scope} only, on the {hardware} profile, at {length} tokens (the whole "
+        "model is shown beside, not judged); a speedup >= {supported_frac} of the claim ({prefill}x prefill, "
+        "{decode}x decode): supported, < {not_frac}: not supported, else partly; 'projected only' when no measured "
+        "record carries the comparison. Lookup: "
+        + LEARNED_RULE.replace("{models}", "softmax and msa")
+        + "At the longest length where softmax's lower bound is >= {min_ref}: a deficit of msa of {gap} excluded: "
+        "supported, shown: not supported, else inconclusive. All three parts supported: supported; any not "
+        "supported: not supported; any inconclusive or missing: inconclusive; else partly.",
+        judge_c5,
+    ),
+    Claim(
+        "C6",
+        "Linear attention keeps a fixed-size state and cannot look up an exact earlier token",
+        [("The price is that the summary is lossy: the model cannot look up an exact earlier token the way full attention can.", SEED_000)],
+        "needle_4m (pure lightning row)",
+        {"learned_lb": LEARNED_LOWER_BOUND, "min_ref": 0.5, "gap": 0.2},
+        LEARNED_RULE.replace("{models}", "softmax and lightning")
+        + "At the longest length where softmax's 95% lower bound is >= {min_ref} (none: inconclusive): lightning "
+        "below softmax by >= {gap} (from the two intervals): supported; a deficit of {gap} excluded: not "
+        "supported; else inconclusive.",
+        judge_c6,
+    ),
 ]
 
 

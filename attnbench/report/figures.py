@@ -22,20 +22,35 @@ from matplotlib.ticker import FuncFormatter
 
 from .data import LEN_1M, NOT_MEASURED, designs, fmt_bytes, fmt_len, is_preset, metric, pooled, varying
 from .figures_quality import draw_levels, learned_of  # importing it registers the accuracy figures first (report order)
+
 # FIGURES, STYLE and render are re-exported: the report builds from figures.FIGURES, every figure registered
 from .style import FIGURES as FIGURES
 from .style import STYLE as STYLE
 from .style import render as render
-from .style import MARKERS, PRESET_COLORS, SERIES_COLORS, design_legend, figure, len_axis, new_figure, plot_status_series, series_label, status_legend, style
+from .style import (
+    MARKERS,
+    PRESET_COLORS,
+    SERIES_COLORS,
+    design_legend,
+    figure,
+    len_axis,
+    new_figure,
+    plot_status_series,
+    series_label,
+    status_legend,
+    style,
+)
 
 
-@figure("latency", "Latency against context length (log-log), with crossovers",
-        ("latency/prefill_ms", "latency/decode_ms", "crossover/prefill_len", "crossover/decode_len"),
-        "Median of repeats; whiskers p25-p75. Vertical lines: where a design becomes cheaper than its "
-        "baseline (crossover), shaded over its bracket; dashed lines are analytic (cost model).")
+@figure(
+    "latency",
+    "Latency against context length (log-log), with crossovers",
+    ("latency/prefill_ms", "latency/decode_ms", "crossover/prefill_len", "crossover/decode_len"),
+    "Median of repeats; whiskers p25-p75. Vertical lines: where a design becomes cheaper than its "
+    "baseline (crossover), shaded over its bracket; dashed lines are analytic (cost model).",
+)
 def latency(df: pd.DataFrame) -> Figure | None:
-    phases = [("prefill", "latency/prefill_ms", "crossover/prefill_len"),
-              ("decode", "latency/decode_ms", "crossover/decode_len")]
+    phases = [("prefill", "latency/prefill_ms", "crossover/prefill_len"), ("decode", "latency/decode_ms", "crossover/decode_len")]
     if all(metric(df, m).empty and metric(df, c).empty for _, m, c in phases):
         return None
     lat = df[df["metric"].isin([m for _, m, _ in phases])]
@@ -52,8 +67,7 @@ def latency(df: pd.DataFrame) -> Figure | None:
                 color, marker = style(name, names)
                 g = d[d["design"] == name]
                 for _, gg in g.groupby(keys, dropna=False) if keys else [(None, g)]:
-                    statuses |= plot_status_series(ax, gg, "context_len", "v", color, marker,
-                                                   series_label(name, gg.iloc[0], keys))
+                    statuses |= plot_status_series(ax, gg, "context_len", "v", color, marker, series_label(name, gg.iloc[0], keys))
                     meas = gg[(gg["status"] == "measured") & gg["p25_ms"].notna() & gg["p75_ms"].notna()]
                     if not meas.empty:
                         ax.vlines(meas["context_len"], meas["p25_ms"], meas["p75_ms"], color=color, lw=1)
@@ -81,15 +95,26 @@ def _crossovers(ax, x: pd.DataFrame, names: list[str]) -> None:
         if isinstance(bracket, (list, tuple)) and len(bracket) == 2 and all(b is not None for b in bracket):
             ax.axvspan(bracket[0], bracket[1], color=color, alpha=0.10, lw=0)
         how = "analytic" if analytic else "measured"
-        ax.annotate(f"{r['design']} = {r.get('vs') or 'baseline'}: {fmt_len(r['v'])} ({how})", (r["v"], 0.98),
-                    xycoords=("data", "axes fraction"), rotation=90, va="top", ha="right", fontsize=6.5, color=color)
+        ax.annotate(
+            f"{r['design']} = {r.get('vs') or 'baseline'}: {fmt_len(r['v'])} ({how})",
+            (r["v"], 0.98),
+            xycoords=("data", "axes fraction"),
+            rotation=90,
+            va="top",
+            ha="right",
+            fontsize=6.5,
+            color=color,
+        )
 
 
-@figure("efficiency", "Prefill: measured time against the compute roofline",
-        ("eval/prefill_s",),
-        "Left: wall time of one haystack's streaming prefill (solid) and the roofline, the cost model's FLOPs "
-        "over the fp32 matmul peak calibrated at the start of the run (dashed). Right: the fraction of that "
-        "peak reached. Hollow markers: noisy (the load average exceeded the core count while it ran).")
+@figure(
+    "efficiency",
+    "Prefill: measured time against the compute roofline",
+    ("eval/prefill_s",),
+    "Left: wall time of one haystack's streaming prefill (solid) and the roofline, the cost model's FLOPs "
+    "over the fp32 matmul peak calibrated at the start of the run (dashed). Right: the fraction of that "
+    "peak reached. Hollow markers: noisy (the load average exceeded the core count while it ran).",
+)
 def efficiency(df: pd.DataFrame) -> Figure | None:
     d = metric(df, "eval/prefill_s")
     d = d[(d["status"] == "measured") & d["roofline_s"].notna()] if not d.empty else d
@@ -102,8 +127,11 @@ def efficiency(df: pd.DataFrame) -> Figure | None:
         color, marker = style(name, names)
         g = d[d["design"] == name].copy()
         g["noisy"] = g["noisy"].fillna(False).astype(bool)
-        by = g.groupby("context_len").agg(v=("v", "median"), roof=("roofline_s", "median"), frac=("peak_fraction", "median"),
-                                          noisy=("noisy", "any")).reset_index()
+        by = (
+            g.groupby("context_len")
+            .agg(v=("v", "median"), roof=("roofline_s", "median"), frac=("peak_fraction", "median"), noisy=("noisy", "any"))
+            .reset_index()
+        )
         ax_t.plot(by["context_len"], by["v"], ls="-", marker=marker, color=color, label=name)
         ax_t.plot(by["context_len"], by["roof"], ls="--", color=color)
         ax_f.plot(by["context_len"], by["frac"], ls="-", marker=marker, color=color, label=name)
@@ -122,10 +150,13 @@ def efficiency(df: pd.DataFrame) -> Figure | None:
     return fig
 
 
-@figure("memory", "Cache memory: bytes per token, and total at 128K / 1M / 4M",
-        ("memory/cache_bytes_per_token", "memory/total_bytes"),
-        "Designs (this model) and production presets (their published configs). Hatched hollow bars are "
-        "projected from the formula, solid bars measured from the cache objects.")
+@figure(
+    "memory",
+    "Cache memory: bytes per token, and total at 128K / 1M / 4M",
+    ("memory/cache_bytes_per_token", "memory/total_bytes"),
+    "Designs (this model) and production presets (their published configs). Hatched hollow bars are "
+    "projected from the formula, solid bars measured from the cache objects.",
+)
 def memory(df: pd.DataFrame) -> Figure | None:
     per_tok = metric(df, "memory/cache_bytes_per_token")
     total = metric(df, "memory/total_bytes")
@@ -200,8 +231,14 @@ def _memory_per_token(ax, per_tok: pd.DataFrame, color_of: _MemoryColors) -> Non
         if value > 0:
             ax.text(value, i, text, va="center", fontsize=7)
         else:  # a log axis has no 0: write it at the axis
-            ax.text(0.01, i, text.strip() + (" (no growing cache)" if value == 0 and pd.notna(r["v"]) else ""),
-                    va="center", fontsize=7, transform=ax.get_yaxis_transform())
+            ax.text(
+                0.01,
+                i,
+                text.strip() + (" (no growing cache)" if value == 0 and pd.notna(r["v"]) else ""),
+                va="center",
+                fontsize=7,
+                transform=ax.get_yaxis_transform(),
+            )
     ax.set_yticks(range(len(p)), labels)
     ax.invert_yaxis()
     if (p["v"] > 0).any():
@@ -248,15 +285,19 @@ def state_bytes_at(df: pd.DataFrame, name: str, length: float) -> tuple[float, s
     fixed = own.loc[own["metric"] == "memory/fixed_state_bytes", "v"]
     if per.empty and fixed.empty:
         return float("nan"), ""
-    return float((fixed.mean() if not fixed.empty else 0) + (per.mean() if not per.empty else 0) * length), \
-        "fixed state + per token x length"
+    return float(
+        (fixed.mean() if not fixed.empty else 0) + (per.mean() if not per.empty else 0) * length
+    ), "fixed state + per token x length"
 
 
-@figure("pareto", "Recall against state size (the Pareto view)",
-        ("niah/acc", "memory/cache_bytes_per_token", "memory/fixed_state_bytes", "memory/total_bytes"),
-        "Recall: needle accuracy at the longest length every design was measured at (mean over depths and "
-        "seeds). Size: the design's cache or state at that length. Up and left is better; the line joins "
-        "the designs no other design beats on both.")
+@figure(
+    "pareto",
+    "Recall against state size (the Pareto view)",
+    ("niah/acc", "memory/cache_bytes_per_token", "memory/fixed_state_bytes", "memory/total_bytes"),
+    "Recall: needle accuracy at the longest length every design was measured at (mean over depths and "
+    "seeds). Size: the design's cache or state at that length. Up and left is better; the line joins "
+    "the designs no other design beats on both.",
+)
 def pareto(df: pd.DataFrame) -> Figure | None:
     d = pooled(metric(df, "niah/acc"))
     d = d[d["status"] == "measured"]
@@ -279,8 +320,14 @@ def pareto(df: pd.DataFrame) -> Figure | None:
         color, marker = style(name, names)
         untrained = learned_of(d[d["design"] == name]) is False
         ax.plot(size, acc, marker=marker, color=color, ms=8, ls="none", label=name, mfc="white" if untrained else color)
-        ax.annotate(name + (" (did not learn)" if untrained else ""), (size, acc), xytext=(5, 4), textcoords="offset points",
-                    fontsize=7.5, color=color)
+        ax.annotate(
+            name + (" (did not learn)" if untrained else ""),
+            (size, acc),
+            xytext=(5, 4),
+            textcoords="offset points",
+            fontsize=7.5,
+            color=color,
+        )
     front, best = [], -1.0
     for name, size, acc, _ in sorted(points, key=lambda p: (p[1], -p[2])):
         if acc > best:
@@ -298,10 +345,13 @@ def pareto(df: pd.DataFrame) -> Figure | None:
     return fig
 
 
-@figure("msa_speedup", "MSA (M3) against full attention (M2): speedup against context length",
-        ("msa_speedup/prefill", "msa_speedup/decode"),
-        "Ratio of full-attention time to MSA time (above 1: MSA faster), one series per hardware; dashed "
-        "hollow: analytic (cost model). Stars: MiniMax's reported ~9x prefill and ~15x decode at 1M tokens.")
+@figure(
+    "msa_speedup",
+    "MSA (M3) against full attention (M2): speedup against context length",
+    ("msa_speedup/prefill", "msa_speedup/decode"),
+    "Ratio of full-attention time to MSA time (above 1: MSA faster), one series per hardware; dashed "
+    "hollow: analytic (cost model). Stars: MiniMax's reported ~9x prefill and ~15x decode at 1M tokens.",
+)
 def msa_speedup(df: pd.DataFrame) -> Figure | None:
     parts = [("prefill", "msa_speedup/prefill", 9.0), ("decode", "msa_speedup/decode", 15.0)]
     if all(metric(df, m).empty for _, m, _ in parts):
@@ -349,9 +399,12 @@ def train_loss(df: pd.DataFrame) -> Figure | None:
     return fig
 
 
-@figure("params", "Parameters per design (the shared backbone's budget)",
-        ("params/total", "params/active", "params/attention"),
-        "Same backbone for every design; the attention parameters differ by design.")
+@figure(
+    "params",
+    "Parameters per design (the shared backbone's budget)",
+    ("params/total", "params/active", "params/attention"),
+    "Same backbone for every design; the attention parameters differ by design.",
+)
 def params(df: pd.DataFrame) -> Figure | None:
     parts = ["params/total", "params/active", "params/attention"]
     d = df[df["metric"].isin(parts) & (df["status"] == "measured") & ~is_preset(df)]

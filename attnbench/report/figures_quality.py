@@ -19,18 +19,21 @@ from .quality import pooled_acc
 from .style import design_legend, facet_grid, figure, len_axis, plot_status_series, status_legend, style
 
 
-@figure("niah_heatmap", "Needle-in-a-haystack: accuracy by depth and context length",
-        ("niah/acc",), "Each cell: mean accuracy over seeds (red 0 to green 1); the colour bar marks the task's "
-        "chance level (dotted) and values-in-context floor (dashed). Hatched grey: skipped or failed (see the "
-        "records); light grey dash: not run for this design. A panel titled 'did not learn the task' is a model "
-        "that did not learn it at its training length.")
+@figure(
+    "niah_heatmap",
+    "Needle-in-a-haystack: accuracy by depth and context length",
+    ("niah/acc",),
+    "Each cell: mean accuracy over seeds (red 0 to green 1); the colour bar marks the task's "
+    "chance level (dotted) and values-in-context floor (dashed). Hatched grey: skipped or failed (see the "
+    "records); light grey dash: not run for this design. A panel titled 'did not learn the task' is a model "
+    "that did not learn it at its training length.",
+)
 def niah_heatmap(df: pd.DataFrame) -> Figure | None:
     d = metric(df, "niah/acc")
     if d.empty:
         return None
     d = d.assign(task=d["task"].fillna(""))
-    facets = [(n, t) for n in designs(d) for t in sorted(d["task"].unique())
-              if not d[(d["design"] == n) & (d["task"] == t)].empty]
+    facets = [(n, t) for n in designs(d) for t in sorted(d["task"].unique()) if not d[(d["design"] == n) & (d["task"] == t)].empty]
     lens = sorted(d["context_len"].dropna().unique())
     depths = sorted(d["depth"].dropna().unique())
     if not lens or not depths:
@@ -64,20 +67,32 @@ def niah_heatmap(df: pd.DataFrame) -> Figure | None:
             for j in range(len(lens)):
                 mark = marks.get((i, j), "missing")
                 if mark in ("skipped", "failed"):
-                    ax.add_patch(Rectangle((j - .5, i - .5), 1, 1, facecolor="#d0d0d0", hatch="///",
-                                           edgecolor="#808080" if mark == "skipped" else "red", lw=0))
+                    ax.add_patch(
+                        Rectangle(
+                            (j - 0.5, i - 0.5),
+                            1,
+                            1,
+                            facecolor="#d0d0d0",
+                            hatch="///",
+                            edgecolor="#808080" if mark == "skipped" else "red",
+                            lw=0,
+                        )
+                    )
                     ax.text(j, i, mark, ha="center", va="center", fontsize=6.5, color="black")
                 elif mark == "missing":
                     ax.text(j, i, "–", ha="center", va="center", fontsize=8, color="#777777")
                 elif len(lens) * len(depths) <= 120:
                     txt = f"{grid[i, j]:.2f}" + ("\nproj." if mark == "proj." else "")
-                    ax.text(j, i, txt, ha="center", va="center", fontsize=6.5,
-                            color="black", fontstyle="italic" if mark else "normal")
+                    ax.text(j, i, txt, ha="center", va="center", fontsize=6.5, color="black", fontstyle="italic" if mark else "normal")
         ax.set_xticks(range(len(lens)), [fmt_len(x) for x in lens], rotation=45 if len(lens) > 6 else 0)
         ax.set_yticks(range(len(depths)), [f"{100 * x:g}%" for x in depths])
         ax.grid(False)
-        ax.set_title(f"{name}" + (f" ({task})" if task and d["task"].nunique() > 1 else "")
-                     + ("\n(did not learn the task)" if learned_of(g) is False else ""), fontsize=9)
+        ax.set_title(
+            f"{name}"
+            + (f" ({task})" if task and d["task"].nunique() > 1 else "")
+            + ("\n(did not learn the task)" if learned_of(g) is False else ""),
+            fontsize=9,
+        )
         ax.set_xlabel("context length")
         ax.set_ylabel("needle depth")
     cb = fig.colorbar(im, ax=list(axes), shrink=0.8, label="accuracy")
@@ -85,8 +100,14 @@ def niah_heatmap(df: pd.DataFrame) -> Figure | None:
         if d[col].notna().any():
             y = float(d[col].mean())
             cb.ax.axhline(y, color="black", ls=ls, lw=1.2)
-            cb.ax.annotate(f"{'floor' if col == 'floor' else 'chance'} {y:.2g}", (1.05, y), xycoords=("axes fraction", "data"),
-                           fontsize=6.5, va="center", annotation_clip=False)
+            cb.ax.annotate(
+                f"{'floor' if col == 'floor' else 'chance'} {y:.2g}",
+                (1.05, y),
+                xycoords=("axes fraction", "data"),
+                fontsize=6.5,
+                va="center",
+                annotation_clip=False,
+            )
     return fig
 
 
@@ -97,8 +118,18 @@ def _train_lens(ax, d: pd.DataFrame) -> None:
         if t <= 0:
             continue
         ax.axvline(t, color="0.35", ls=":", lw=1.2)
-        ax.annotate(f"trained to {fmt_len(t)}: {who}", (t, 1.0), xycoords=("data", "axes fraction"), rotation=90,
-                    va="top", ha="right", fontsize=6.5, color="0.35", xytext=(-2, -2 - 40 * i), textcoords="offset points")
+        ax.annotate(
+            f"trained to {fmt_len(t)}: {who}",
+            (t, 1.0),
+            xycoords=("data", "axes fraction"),
+            rotation=90,
+            va="top",
+            ha="right",
+            fontsize=6.5,
+            color="0.35",
+            xytext=(-2, -2 - 40 * i),
+            textcoords="offset points",
+        )
 
 
 def draw_levels(ax, d: pd.DataFrame, x: str | None = None) -> None:
@@ -111,8 +142,9 @@ def draw_levels(ax, d: pd.DataFrame, x: str | None = None) -> None:
         if x is None or lv.groupby(x)[col].mean().nunique() == 1:
             y = float(lv[col].mean())
             ax.axhline(y, color="0.45", ls=ls, lw=1.0, zorder=0)
-            ax.annotate(f"{label} {y:.2g}", (1.0, y), xycoords=("axes fraction", "data"), ha="right", va="bottom",
-                        fontsize=6.5, color="0.35")
+            ax.annotate(
+                f"{label} {y:.2g}", (1.0, y), xycoords=("axes fraction", "data"), ha="right", va="bottom", fontsize=6.5, color="0.35"
+            )
         else:
             per = lv.groupby(x)[col].mean().sort_index()
             ax.plot(per.index, per.values, color="0.45", ls=ls, lw=1.0, drawstyle="steps-mid", zorder=0, label=label)
@@ -128,8 +160,7 @@ def _acc_series(g: pd.DataFrame, x: str) -> pd.DataFrame:
     rows = []
     for (xv, status), gg in g.groupby([x, "status"], dropna=True):
         a = pooled_acc(gg) if status == "measured" else None
-        rows.append({x: xv, "status": status, "v": a.p if a else gg["v"].mean(),
-                     "lo": a.lo if a else np.nan, "hi": a.hi if a else np.nan})
+        rows.append({x: xv, "status": status, "v": a.p if a else gg["v"].mean(), "lo": a.lo if a else np.nan, "hi": a.hi if a else np.nan})
     return pd.DataFrame(rows, columns=[x, "status", "v", "lo", "hi"])
 
 
@@ -139,8 +170,18 @@ def _plot_acc(ax, g: pd.DataFrame, x: str, name: str, names: list[str]) -> set[s
     learned = learned_of(g)
     if learned is False:  # shown, never read as a result: thin, dotted, pale, no band
         meas = m[m["status"] == "measured"].sort_values(x)
-        ax.plot(meas[x], meas["v"], ls=":", lw=1.0, marker=marker, ms=3, mfc="white", color=color, alpha=0.6,
-                label=f"{name} (did not learn the task)")
+        ax.plot(
+            meas[x],
+            meas["v"],
+            ls=":",
+            lw=1.0,
+            marker=marker,
+            ms=3,
+            mfc="white",
+            color=color,
+            alpha=0.6,
+            label=f"{name} (did not learn the task)",
+        )
         return {"measured", "not learned"} | (set(m["status"]) & {"skipped", "failed"})
     seen = plot_status_series(ax, m, x, "v", color, marker, name if learned else f"{name} (no learned check)")
     band = m[(m["status"] == "measured") & m["lo"].notna()].sort_values(x)
@@ -151,11 +192,15 @@ def _plot_acc(ax, g: pd.DataFrame, x: str, name: str, names: list[str]) -> set[s
     return seen
 
 
-@figure("niah_vs_length", "Needle-in-a-haystack: accuracy against context length",
-        ("niah/acc",), "Accuracy over needle depths, seeds and runs pooled; the band is its 95% Wilson interval. "
-        "Grey: the task's chance level (dotted) and its values-in-context floor (dashed: a guess among this context's "
-        "needle values, no lookup). Dotted vertical: each model's true training length. A thin dotted line is a model "
-        "that did not learn the task at its training length: shown, not a result.")
+@figure(
+    "niah_vs_length",
+    "Needle-in-a-haystack: accuracy against context length",
+    ("niah/acc",),
+    "Accuracy over needle depths, seeds and runs pooled; the band is its 95% Wilson interval. "
+    "Grey: the task's chance level (dotted) and its values-in-context floor (dashed: a guess among this context's "
+    "needle values, no lookup). Dotted vertical: each model's true training length. A thin dotted line is a model "
+    "that did not learn the task at its training length: shown, not a result.",
+)
 def niah_vs_length(df: pd.DataFrame) -> Figure | None:
     d = pooled(metric(df, "niah/acc"))
     if d.empty:
@@ -182,11 +227,15 @@ def niah_vs_length(df: pd.DataFrame) -> Figure | None:
     return fig
 
 
-@figure("multihop", "Multi-hop: accuracy by hops, per context length",
-        ("multihop/acc",), "Compositional probes (start key given, final value scored); runs and seeds pooled, bars "
-        "the 95% Wilson interval. Grey dashed: the values-in-context floor per hop count. A thin dotted line is a model "
-        "that did not learn the task at its training length. Older records scored every hop with the keys given; "
-        "their panel says so.")
+@figure(
+    "multihop",
+    "Multi-hop: accuracy by hops, per context length",
+    ("multihop/acc",),
+    "Compositional probes (start key given, final value scored); runs and seeds pooled, bars "
+    "the 95% Wilson interval. Grey dashed: the values-in-context floor per hop count. A thin dotted line is a model "
+    "that did not learn the task at its training length. Older records scored every hop with the keys given; "
+    "their panel says so.",
+)
 def multihop(df: pd.DataFrame) -> Figure | None:
     d = metric(df, "multihop/acc")
     if d.empty or d["hops"].dropna().empty:
@@ -208,13 +257,10 @@ def multihop(df: pd.DataFrame) -> Figure | None:
         ax.xaxis.get_major_locator().set_params(integer=True)
     axes[0].set_ylabel("accuracy")
     if not final.any():
-        fig.suptitle("older records: every hop scored with the intermediate keys given (k single lookups, not "
-                     "composition)", fontsize=8)
+        fig.suptitle("older records: every hop scored with the intermediate keys given (k single lookups, not composition)", fontsize=8)
     design_legend(axes[-1])
     status_legend(axes[-1], statuses)
     return fig
 
 
 # ---------------------------------------------------------------- cost
-
-

@@ -20,9 +20,18 @@ CANDIDATES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-st
 # Headless on a machine without network: no sandbox (root in a container), no GPU, and none of
 # the background connections (the closed network refuses them and Chromium would wait).
 FLAGS = (
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-    "--disable-extensions", "--disable-dev-shm-usage", "--mute-audio", "--hide-scrollbars",
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-extensions",
+    "--disable-dev-shm-usage",
+    "--mute-audio",
+    "--hide-scrollbars",
 )
 
 
@@ -42,16 +51,15 @@ def html_to_pdf(html: Path, pdf: Path, timeout_s: float = 60.0) -> Path:
     """Print ``html`` to ``pdf``; raise PdfError saying why when it cannot."""
     exe = find_chromium()
     if exe is None:
-        raise PdfError("no Chromium found (install Debian's `chromium`, or set ATTNBENCH_CHROMIUM); "
-                       "report.html is complete without it")
+        raise PdfError("no Chromium found (install Debian's `chromium`, or set ATTNBENCH_CHROMIUM); report.html is complete without it")
     html, pdf = Path(html).resolve(), Path(pdf).resolve()
     tmp_pdf = pdf.with_name(pdf.name + ".part")
     with tempfile.TemporaryDirectory(prefix="attnbench-chromium-") as profile:
-        cmd = [exe, *FLAGS, f"--user-data-dir={profile}", "--no-pdf-header-footer",
-               f"--print-to-pdf={tmp_pdf}", html.as_uri()]
+        cmd = [exe, *FLAGS, f"--user-data-dir={profile}", "--no-pdf-header-footer", f"--print-to-pdf={tmp_pdf}", html.as_uri()]
         try:
-            res = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s,
-                                 stdin=subprocess.DEVNULL, env={**scrubbed_env(), "HOME": profile})
+            res = subprocess.run(
+                cmd, capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL, env={**scrubbed_env(), "HOME": profile}
+            )
         except subprocess.TimeoutExpired:
             tmp_pdf.unlink(missing_ok=True)
             raise PdfError(f"Chromium did not finish printing within {timeout_s:g} s") from None

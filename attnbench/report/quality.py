@@ -59,8 +59,9 @@ def pooled_acc(g: pd.DataFrame) -> Acc | None:
     g = g[(g["status"] == "measured") & g["v"].notna()]
     # the same probes recorded by two runs (same config and seed, e.g. a model's check in two
     # experiments) are one measurement, not two
-    same = [c for c in ("design", "metric", "task", "hop_task", "hops", "scoring", "context_len", "depth", "seed", "n", "v")
-            if c in g.columns]
+    same = [
+        c for c in ("design", "metric", "task", "hop_task", "hops", "scoring", "context_len", "depth", "seed", "n", "v") if c in g.columns
+    ]
     g = g.drop_duplicates(subset=same)
     if g.empty:
         return None
@@ -98,8 +99,16 @@ def _get(cfg: dict, path: str, default=None):
 @lru_cache(maxsize=512)
 def _levels(task_cfg: tuple, task: str, depths: tuple, hops: int, chains: int, lookups: bool) -> Levels:
     n_keys, n_values, n_filler, kind, value_noise = task_cfg
-    return task_levels(Vocab(n_keys, n_values, n_filler), task, depths=depths, hops=hops, chains=chains, kind=kind,
-                       value_noise=value_noise, lookups=lookups)
+    return task_levels(
+        Vocab(n_keys, n_values, n_filler),
+        task,
+        depths=depths,
+        hops=hops,
+        chains=chains,
+        kind=kind,
+        value_noise=value_noise,
+        lookups=lookups,
+    )
 
 
 def record_levels(row, cfg: dict) -> Levels | None:
@@ -107,8 +116,13 @@ def record_levels(row, cfg: dict) -> Levels | None:
     task = row.get("task")
     if not isinstance(task, str) or not cfg:
         return None
-    task_cfg = (int(_get(cfg, "task.n_keys", 64)), int(_get(cfg, "task.n_values", 16)), int(_get(cfg, "task.n_filler", 64)),
-                str(_get(cfg, "task.haystack", "noise")), float(_get(cfg, "task.value_noise", 0.0)))
+    task_cfg = (
+        int(_get(cfg, "task.n_keys", 64)),
+        int(_get(cfg, "task.n_values", 16)),
+        int(_get(cfg, "task.n_filler", 64)),
+        str(_get(cfg, "task.haystack", "noise")),
+        float(_get(cfg, "task.value_noise", 0.0)),
+    )
     if task.startswith("niah_"):
         return _levels(task_cfg, task, tuple(float(d) for d in _get(cfg, "eval.depths", [0.0, 0.25, 0.5, 0.75, 1.0])), 1, 2, False)
     if task == "multihop":
@@ -164,21 +178,36 @@ def training(df: pd.DataFrame, headers: list[dict]) -> pd.DataFrame:
             stop, steps = _old_stop(r), (r["v"] if pd.notna(r["v"]) else None)
             if steps is None:  # older records said steps only when the floor was reached
                 steps = _old_steps(df, name, r.get("tokens"))
-        stage = (f"{int(r['final_stage'])}/{int(r['n_stages'])}"
-                 if pd.notna(r.get("final_stage")) and pd.notna(r.get("n_stages")) else "")
-        rows.append({"exp": exp, "design": name, "rule": rule, "train_len": train_len, "stop_reason": stop, "steps": steps,
-                     "steps_exact": steps is not None,
-                     "tokens": r.get("tokens"), "status": r.get("train_status"), "stage": stage,
-                     "source": r.get("source") if isinstance(r.get("source"), str) else str(r.get("note") or "")})
-    return pd.DataFrame(rows, columns=["exp", "design", "rule", "train_len", "stop_reason", "steps", "steps_exact", "tokens",
-                                       "status", "stage", "source"])
+        stage = f"{int(r['final_stage'])}/{int(r['n_stages'])}" if pd.notna(r.get("final_stage")) and pd.notna(r.get("n_stages")) else ""
+        rows.append(
+            {
+                "exp": exp,
+                "design": name,
+                "rule": rule,
+                "train_len": train_len,
+                "stop_reason": stop,
+                "steps": steps,
+                "steps_exact": steps is not None,
+                "tokens": r.get("tokens"),
+                "status": r.get("train_status"),
+                "stage": stage,
+                "source": r.get("source") if isinstance(r.get("source"), str) else str(r.get("note") or ""),
+            }
+        )
+    return pd.DataFrame(
+        rows, columns=["exp", "design", "rule", "train_len", "stop_reason", "steps", "steps_exact", "tokens", "status", "stage", "source"]
+    )
 
 
 def _old_stop(r) -> str:
     status = r.get("train_status")
-    return {"done": "reached the floor at the last stage", "stalled": "passed no stage within its patience",
-            "budget": "hit its wall-clock budget", "max_steps": "hit train.max_steps",
-            "failed": f"failed: {r.get('failure')}"}.get(status, str(status))
+    return {
+        "done": "reached the floor at the last stage",
+        "stalled": "passed no stage within its patience",
+        "budget": "hit its wall-clock budget",
+        "max_steps": "hit train.max_steps",
+        "failed": f"failed: {r.get('failure')}",
+    }.get(status, str(status))
 
 
 def _old_steps(df: pd.DataFrame, name: str, tokens) -> float | None:
@@ -204,8 +233,14 @@ class Learned:
     fallback: bool = False  # decided on the single-needle check (floor 1)
 
 
-def learned(df: pd.DataFrame, design: str, task: str | None = None, hops=None, train: pd.DataFrame | None = None,
-            threshold: float = LEARNED_LOWER_BOUND) -> Learned:
+def learned(
+    df: pd.DataFrame,
+    design: str,
+    task: str | None = None,
+    hops=None,
+    train: pd.DataFrame | None = None,
+    threshold: float = LEARNED_LOWER_BOUND,
+) -> Learned:
     """Did ``design`` learn ``task`` (``hops`` for multihop) at its training length?"""
     t = df[(df["metric"] == "train/acc") & (df["design"] == design) & (df["status"] == "measured")]
     own = t[t["task"] == task] if task else t.iloc[0:0]
@@ -226,11 +261,21 @@ def learned(df: pd.DataFrame, design: str, task: str | None = None, hops=None, t
     at = float(use["context_len"].max())
     label = "single needle" if fallback or not task else (task if task != "multihop" else f"{int(hops)}-hop chain" if hops else task)
     if pd.notna(train_len) and train_len <= 0:
-        return Learned(False, acc, label, at, train_len, f"{design} passed no curriculum stage (true training length 0; "
-                                                         f"{label} at {at:.0f} tokens: {acc.fraction})", fallback)
+        return Learned(
+            False,
+            acc,
+            label,
+            at,
+            train_len,
+            f"{design} passed no curriculum stage (true training length 0; {label} at {at:.0f} tokens: {acc.fraction})",
+            fallback,
+        )
     flag = bool(pd.notna(acc.lo) and acc.lo >= threshold)
-    where = f"at its training length {at:.0f}" if at == train_len or pd.isna(train_len) else \
-        f"at {at:.0f} tokens (its true training length is {train_len:.0f})"
+    where = (
+        f"at its training length {at:.0f}"
+        if at == train_len or pd.isna(train_len)
+        else f"at {at:.0f} tokens (its true training length is {train_len:.0f})"
+    )
     count = f"{acc.fraction} = " if pd.notna(acc.n) else ""
     why = f"{design}: {label} {where}: {count}{acc.text()}, lower bound {'>=' if flag else '<'} {threshold}"
     if fallback and task:
@@ -243,8 +288,9 @@ def add_learned(df: pd.DataFrame, train: pd.DataFrame) -> pd.DataFrame:
     training length) and the true ``train_len`` (the longest stage passed, from the training
     records; what older records wrote, the config's last stage, is kept in ``train_len_recorded``)."""
     df = df.assign(train_len_recorded=df["train_len"], learned=None)
-    true = ({(e, d): t for e, d, t in zip(train["exp"], train["design"], train["train_len"])}
-            if train is not None and not train.empty else {})
+    true = (
+        {(e, d): t for e, d, t in zip(train["exp"], train["design"], train["train_len"])} if train is not None and not train.empty else {}
+    )
     key = pd.Series(list(zip(df["exp"], df["design"])), index=df.index)
     acc = df["metric"].isin(ACC_METRICS) & key.isin(list(true))
     df.loc[acc, "train_len"] = key[acc].map(true).astype(float)

@@ -39,12 +39,27 @@ def run_facts(data: RunData) -> pd.DataFrame:
     rows = []
     for f in data.footers:
         h = next((h for h in data.headers if h["run_dir"] == f["run_dir"]), {})
-        rows.append({"run": f["run_dir"].split("experiments/")[-1], "started": h.get("started", ""), "ended": f.get("ended"),
-                     "status": f.get("status"), "wall (s)": f"{f.get('wall_s', float('nan')):.1f}",
-                     "commit": ((h.get("git") or {}).get("commit") or "")[:7]})
+        rows.append(
+            {
+                "run": f["run_dir"].split("experiments/")[-1],
+                "started": h.get("started", ""),
+                "ended": f.get("ended"),
+                "status": f.get("status"),
+                "wall (s)": f"{f.get('wall_s', float('nan')):.1f}",
+                "commit": ((h.get("git") or {}).get("commit") or "")[:7],
+            }
+        )
     recs = data.records
-    rows.append({"run": "records", "started": "", "ended": "", "status": ", ".join(
-        f"{n} {s}" for s, n in recs["status"].value_counts().items()), "wall (s)": "", "commit": ""})
+    rows.append(
+        {
+            "run": "records",
+            "started": "",
+            "ended": "",
+            "status": ", ".join(f"{n} {s}" for s, n in recs["status"].value_counts().items()),
+            "wall (s)": "",
+            "commit": "",
+        }
+    )
     return pd.DataFrame(rows)
 
 
@@ -60,18 +75,24 @@ def training_rows(data: RunData) -> pd.DataFrame:
         wall = metric(df, "train/steps_to_floor")
         wall = wall[wall["design"] == name]["wall_s"] if "wall_s" in wall.columns else pd.Series(dtype=float)
         check = learned(df, name, "niah_single", train=train)
-        rows.append({
-            "design": name, "layout": next(iter(df[df["design"] == name]["layout"].dropna()), ""),
-            "params (active)": f"{p.iloc[-1]:,.0f} ({a.iloc[-1]:,.0f})" if len(p) and len(a) else "—",
-            "status": t["status"], "stop reason": t["stop_reason"],
-            "steps": f"{t['steps']:,.0f}" if pd.notna(t["steps"]) else "—",
-            "tokens": f"{t['tokens'] / 1e6:.1f}M" if pd.notna(t["tokens"]) else "—",
-            "wall (min)": f"{wall.iloc[-1] / 60:.0f}" if len(wall) and pd.notna(wall.iloc[-1]) else "—",
-            "stage reached": t["stage"], "trained to (tokens)": f"{t['train_len']:.0f}",
-            "single needles at the check length": (f"{check.acc.fraction} at {check.context_len:.0f}"
-                                                   if check.acc is not None else "—"),
-            "learned (lower bound >= 0.8)": {True: "yes", False: "no", None: "—"}[check.flag],
-        })
+        rows.append(
+            {
+                "design": name,
+                "layout": next(iter(df[df["design"] == name]["layout"].dropna()), ""),
+                "params (active)": f"{p.iloc[-1]:,.0f} ({a.iloc[-1]:,.0f})" if len(p) and len(a) else "—",
+                "status": t["status"],
+                "stop reason": t["stop_reason"],
+                "steps": f"{t['steps']:,.0f}" if pd.notna(t["steps"]) else "—",
+                "tokens": f"{t['tokens'] / 1e6:.1f}M" if pd.notna(t["tokens"]) else "—",
+                "wall (min)": f"{wall.iloc[-1] / 60:.0f}" if len(wall) and pd.notna(wall.iloc[-1]) else "—",
+                "stage reached": t["stage"],
+                "trained to (tokens)": f"{t['train_len']:.0f}",
+                "single needles at the check length": (
+                    f"{check.acc.fraction} at {check.context_len:.0f}" if check.acc is not None else "—"
+                ),
+                "learned (lower bound >= 0.8)": {True: "yes", False: "no", None: "—"}[check.flag],
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -109,9 +130,14 @@ def needle_effective(data: RunData) -> pd.DataFrame:
         t = train[train["design"] == name] if train is not None else pd.DataFrame()
         L = float(t["train_len"].iloc[0]) if len(t) and pd.notna(t["train_len"].iloc[0]) else float("nan")
         at16 = d[(d["design"] == name) & (d["context_len"] == 16 * L)] if L == L and L > 0 else d.iloc[0:0]
-        rows.append({"design": name, "trained to (tokens)": f"{L:.0f}" if L == L else "—",
-                     "effective length (lower bound > 0.5)": effective_length(df, name)[1],
-                     "accuracy at 16x the training length": _acc(at16) if (at16["status"] == "measured").any() else "—"})
+        rows.append(
+            {
+                "design": name,
+                "trained to (tokens)": f"{L:.0f}" if L == L else "—",
+                "effective length (lower bound > 0.5)": effective_length(df, name)[1],
+                "accuracy at 16x the training length": _acc(at16) if (at16["status"] == "measured").any() else "—",
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -140,11 +166,19 @@ def needle_cost(data: RunData) -> pd.DataFrame:
         r = rss[(rss["design"] == name) & (rss["context_len"] == L)]["v"]
         est = g["estimated_s"].astype(float) if "estimated_s" in g.columns else pd.Series(dtype=float)
         ratio = (g["v"] / est).where(est > 0)
-        rows.append({"_order": (designs(pre).index(name), L), "design": name, "length": fmt_len(L), "haystacks": len(g),
-                     "prefill s (mean)": f"{g['v'].mean():.2f}", "prefill s (min–max)": f"{g['v'].min():.2f}–{g['v'].max():.2f}",
-                     "measured / estimated": f"{ratio.mean():.2f}" if ratio.notna().any() else "—",
-                     "cache": fmt_bytes(c.max()) if len(c) else "—",
-                     "process peak RSS (not per cell)": fmt_bytes(r.max()) if len(r) else "—"})
+        rows.append(
+            {
+                "_order": (designs(pre).index(name), L),
+                "design": name,
+                "length": fmt_len(L),
+                "haystacks": len(g),
+                "prefill s (mean)": f"{g['v'].mean():.2f}",
+                "prefill s (min–max)": f"{g['v'].min():.2f}–{g['v'].max():.2f}",
+                "measured / estimated": f"{ratio.mean():.2f}" if ratio.notna().any() else "—",
+                "cache": fmt_bytes(c.max()) if len(c) else "—",
+                "process peak RSS (not per cell)": fmt_bytes(r.max()) if len(r) else "—",
+            }
+        )
     return pd.DataFrame(sorted(rows, key=lambda r: r["_order"])).drop(columns="_order")
 
 
@@ -168,8 +202,11 @@ def multihop_accuracy(data: RunData) -> pd.DataFrame:
     rows = []
     for name in designs(d):
         for hops, g in d[d["design"] == name].groupby("hops"):
-            row = {"design": name, "hops": f"{hops:g}",
-                   "scoring": g["scoring"].dropna().iloc[0] if g["scoring"].notna().any() else "every hop, keys given"}
+            row = {
+                "design": name,
+                "hops": f"{hops:g}",
+                "scoring": g["scoring"].dropna().iloc[0] if g["scoring"].notna().any() else "every hop, keys given",
+            }
             for L in lens:
                 row[fmt_len(L)] = _acc(g[g["context_len"] == L])
             rows.append(row)
@@ -209,8 +246,9 @@ def anomaly_by_position(data: RunData) -> pd.DataFrame:
 @table("depth_anomaly/multikey")
 def anomaly_multikey(data: RunData) -> pd.DataFrame:
     d = metric(data.records, "depth_anomaly/multikey_by_depth")
-    return pd.DataFrame([{"depth": f"{r['depth']:.0%}", "context": fmt_len(r["context_len"]), "accuracy": _acc(d.loc[[i]])}
-                         for i, r in d.iterrows()])
+    return pd.DataFrame(
+        [{"depth": f"{r['depth']:.0%}", "context": fmt_len(r["context_len"]), "accuracy": _acc(d.loc[[i]])} for i, r in d.iterrows()]
+    )
 
 
 @table("depth_anomaly/run")
@@ -235,15 +273,20 @@ def plateau_runs(data: RunData) -> pd.DataFrame:
         c = h["config"]
         design = c["attention"]["lightning_hybrid"]
         last = curve.iloc[-1] if len(curve) else None
-        rows.append({
-            "probe": h["run_dir"].split("plateau_probe/")[-1].split("/")[0],
-            "layout": design["layout"], "lightning heads": design.get("lightning_heads", 0) or c["model"]["n_heads"],
-            "qkv conv": design.get("qkv_conv", 0), "lr": c["train"]["lr"],
-            "stop": r["train_status"], "steps to 90%": f"{r['v']:,.0f}" if pd.notna(r["v"]) else "—",
-            "steps run": f"{last['step']:,.0f}" if last is not None else "—",
-            "last logged acc": f"{float(last['acc']):.2f}" if last is not None else "—",
-            "wall (min)": f"{float(r['wall_s']) / 60:.0f}" if pd.notna(r.get("wall_s")) else "—",
-        })
+        rows.append(
+            {
+                "probe": h["run_dir"].split("plateau_probe/")[-1].split("/")[0],
+                "layout": design["layout"],
+                "lightning heads": design.get("lightning_heads", 0) or c["model"]["n_heads"],
+                "qkv conv": design.get("qkv_conv", 0),
+                "lr": c["train"]["lr"],
+                "stop": r["train_status"],
+                "steps to 90%": f"{r['v']:,.0f}" if pd.notna(r["v"]) else "—",
+                "steps run": f"{last['step']:,.0f}" if last is not None else "—",
+                "last logged acc": f"{float(last['acc']):.2f}" if last is not None else "—",
+                "wall (min)": f"{float(r['wall_s']) / 60:.0f}" if pd.notna(r.get("wall_s")) else "—",
+            }
+        )
     out = pd.DataFrame(rows)
     return out.sort_values(["probe", "layout", "lightning heads", "qkv conv", "lr"]) if len(out) else out
 

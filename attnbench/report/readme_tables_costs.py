@@ -18,13 +18,21 @@ def smoke_designs(data: RunData) -> pd.DataFrame:
     rows = []
     for name in designs(df):
         g = df[df["design"] == name]
+
         def val(m):
             return g[g["metric"] == m]["v"].iloc[-1] if (g["metric"] == m).any() else float("nan")
-        rows.append({"design": name, "layout": g["layout"].dropna().iloc[0], "params": f"{val('params/total'):,.0f}",
-                     "cache bytes (T=64, B=2)": f"{val('cache/bytes'):,.0f}",
-                     "prefill vs full": f"{val('smoke/prefill_vs_full_rel_err'):.1e}",
-                     "decode vs full": f"{val('smoke/decode_vs_full_rel_err'):.1e}",
-                     "train loss (nats)": f"{val('smoke/train_loss'):.2f}"})
+
+        rows.append(
+            {
+                "design": name,
+                "layout": g["layout"].dropna().iloc[0],
+                "params": f"{val('params/total'):,.0f}",
+                "cache bytes (T=64, B=2)": f"{val('cache/bytes'):,.0f}",
+                "prefill vs full": f"{val('smoke/prefill_vs_full_rel_err'):.1e}",
+                "decode vs full": f"{val('smoke/decode_vs_full_rel_err'):.1e}",
+                "train loss (nats)": f"{val('smoke/train_loss'):.2f}",
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -45,8 +53,11 @@ def kv_presets(data: RunData) -> pd.DataFrame:
         per = g[g["metric"] == "memory/cache_bytes_per_token"]["v"]
         fixed = g[g["metric"] == "memory/fixed_state_bytes"]["v"]
         tot = g[g["metric"] == "memory/total_bytes"]
-        row = {"preset": preset, "bytes/token (BF16)": f"{per.iloc[0]:,.0f}" if len(per) else "—",
-               "fixed state": fmt_bytes(fixed.iloc[0]) if len(fixed) else "—"}
+        row = {
+            "preset": preset,
+            "bytes/token (BF16)": f"{per.iloc[0]:,.0f}" if len(per) else "—",
+            "fixed state": fmt_bytes(fixed.iloc[0]) if len(fixed) else "—",
+        }
         for _, r in tot.sort_values("context_len").iterrows():
             row[f"at {fmt_len(r['context_len'])}"] = fmt_bytes(r["v"])
         row["status"] = ", ".join(sorted(set(g["status"])))
@@ -58,9 +69,19 @@ def kv_presets(data: RunData) -> pd.DataFrame:
 def kv_check(data: RunData) -> pd.DataFrame:
     d = metric(data.records, "memory/total_bytes")
     d = d[(d["status"] == "measured") & d["preset"].isna()]
-    return pd.DataFrame([{"design": r["design"], "dtype": r["dtype"], "tokens": f"{r['context_len']:.0f}",
-                          "cache objects hold (B)": f"{r['v']:,.0f}", "formula (B)": f"{r['analytic']:,.0f}",
-                          "equal": "yes" if r["equal"] else "NO"} for _, r in d.iterrows()])
+    return pd.DataFrame(
+        [
+            {
+                "design": r["design"],
+                "dtype": r["dtype"],
+                "tokens": f"{r['context_len']:.0f}",
+                "cache objects hold (B)": f"{r['v']:,.0f}",
+                "formula (B)": f"{r['analytic']:,.0f}",
+                "equal": "yes" if r["equal"] else "NO",
+            }
+            for _, r in d.iterrows()
+        ]
+    )
 
 
 # ---------------------------------------------------------------- kernels
@@ -107,10 +128,18 @@ def msa_predicted(data: RunData) -> pd.DataFrame:
 @table("msa_speedup/verdicts")
 def msa_verdicts(data: RunData) -> pd.DataFrame:
     d = metric(data.records, "msa_speedup/verdict")
-    return pd.DataFrame([{"claim": f"{r['claim']} ({r['hardware']})", "published": f"{r['published']:g}x",
-                          "predicted, attention": f"{r['predicted_attention']:.1f}x",
-                          "predicted, whole model": f"{r['predicted_model']:.1f}x" if pd.notna(r.get("predicted_model")) else "—",
-                          "verdict (status projected)": r["value"]} for _, r in d.iterrows()])
+    return pd.DataFrame(
+        [
+            {
+                "claim": f"{r['claim']} ({r['hardware']})",
+                "published": f"{r['published']:g}x",
+                "predicted, attention": f"{r['predicted_attention']:.1f}x",
+                "predicted, whole model": f"{r['predicted_model']:.1f}x" if pd.notna(r.get("predicted_model")) else "—",
+                "verdict (status projected)": r["value"],
+            }
+            for _, r in d.iterrows()
+        ]
+    )
 
 
 @table("msa_speedup/measured")
@@ -119,8 +148,14 @@ def msa_measured(data: RunData) -> pd.DataFrame:
     for phase in ("prefill", "decode"):
         d = metric(data.records, f"msa_speedup/{phase}")
         for _, r in d[d["status"] == "measured"].sort_values("context_len").iterrows():
-            rows.append({"phase": phase, "n": f"{r['context_len']:.0f}", "t(softmax) / t(msa), measured": f"{r['v']:.2f}",
-                         "cost model": f"{r['predicted']:.2f}"})
+            rows.append(
+                {
+                    "phase": phase,
+                    "n": f"{r['context_len']:.0f}",
+                    "t(softmax) / t(msa), measured": f"{r['v']:.2f}",
+                    "cost model": f"{r['predicted']:.2f}",
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -176,10 +211,17 @@ def crossover_costmodel(data: RunData) -> pd.DataFrame:
     rows = []
     for (scope, op, phase), g in d.groupby(["scope", "op", "phase"], sort=True):
         worst = g.loc[(g["v"].map(lambda x: max(x, 1 / x))).idxmax()]
-        rows.append({"scope": scope, "op": op, "phase": phase, "lengths": f"{g['context_len'].min():.0f}–{g['context_len'].max():.0f}",
-                     "predicted / measured": f"{g['v'].min():.2f}–{g['v'].max():.2f}",
-                     "worst at": f"{worst['context_len']:.0f}", "within 2x": "all" if g["within"].all() else
-                     f"{int(g['within'].sum())} of {len(g)}"})
+        rows.append(
+            {
+                "scope": scope,
+                "op": op,
+                "phase": phase,
+                "lengths": f"{g['context_len'].min():.0f}–{g['context_len'].max():.0f}",
+                "predicted / measured": f"{g['v'].min():.2f}–{g['v'].max():.2f}",
+                "worst at": f"{worst['context_len']:.0f}",
+                "within 2x": "all" if g["within"].all() else f"{int(g['within'].sum())} of {len(g)}",
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -192,8 +234,18 @@ def crossover_calibration(data: RunData) -> pd.DataFrame:
 @table("crossover/skipped")
 def crossover_skipped(data: RunData) -> pd.DataFrame:
     d = data.records[data.records["status"] == "skipped"]
-    return pd.DataFrame([{"metric": r["metric"], "design": r["design"], "scope": r["scope"], "n": f"{r['context_len']:.0f}",
-                          "why": r.get("reason") or r.get("note")} for _, r in d.iterrows()])
+    return pd.DataFrame(
+        [
+            {
+                "metric": r["metric"],
+                "design": r["design"],
+                "scope": r["scope"],
+                "n": f"{r['context_len']:.0f}",
+                "why": r.get("reason") or r.get("note"),
+            }
+            for _, r in d.iterrows()
+        ]
+    )
 
 
 @table("msa_speedup/terms")
@@ -207,8 +259,15 @@ def msa_terms(data: RunData) -> pd.DataFrame:
             unit, k = ("s", 1.0) if phase == "prefill" else ("ms", 1e3)
             for who, terms, total in (("M2", r["baseline_terms_s"], r["baseline_s"]), ("M3", r["m3_terms_s"], r["m3_s"])):
                 parts = "; ".join(f"{t} {v * k:,.1f}" for t, v in sorted(terms.items(), key=lambda kv: -kv[1]))
-                rows.append({"phase": phase, "model": who, "total": f"{total * k:,.1f} {unit}", "terms": parts,
-                             "bytes read": f"{(r['baseline_bytes'] if who == 'M2' else r['m3_bytes']) / 1e9:,.1f} GB"})
+                rows.append(
+                    {
+                        "phase": phase,
+                        "model": who,
+                        "total": f"{total * k:,.1f} {unit}",
+                        "terms": parts,
+                        "bytes read": f"{(r['baseline_bytes'] if who == 'M2' else r['m3_bytes']) / 1e9:,.1f} GB",
+                    }
+                )
     return pd.DataFrame(rows)
 
 
@@ -223,8 +282,14 @@ def preset_params(data: RunData) -> pd.DataFrame:
     rows = []
     for (preset, name), g in df.groupby(["preset", "design"], sort=False):
         val = {m.split("/", 1)[1]: v for m, v in zip(g["metric"], g["v"])}
-        rows.append({"preset": preset, "design": name, "layers": f"{int(g['n_layers'].iloc[-1])}" if "n_layers" in g else "",
-                     **{k: f"{val[k] / 1e6:.2f}M" for k in ("total", "active", "attention", "experts", "embedding") if k in val}})
+        rows.append(
+            {
+                "preset": preset,
+                "design": name,
+                "layers": f"{int(g['n_layers'].iloc[-1])}" if "n_layers" in g else "",
+                **{k: f"{val[k] / 1e6:.2f}M" for k in ("total", "active", "attention", "experts", "embedding") if k in val},
+            }
+        )
     out = pd.DataFrame(rows)
     if out.empty:
         return out

@@ -29,10 +29,22 @@ from attnbench.designs import DESIGNS
 from .data import NOT_MEASURED, design_order, fmt_len
 
 STYLE: dict[str, Any] = {
-    "font.size": 9, "axes.titlesize": 10, "axes.labelsize": 9, "legend.fontsize": 7.5,
-    "xtick.labelsize": 8, "ytick.labelsize": 8, "axes.grid": True, "grid.alpha": 0.3, "grid.linewidth": 0.6,
-    "axes.spines.top": False, "axes.spines.right": False, "legend.frameon": False,
-    "savefig.dpi": 150, "figure.dpi": 100, "lines.linewidth": 1.6, "lines.markersize": 5,
+    "font.size": 9,
+    "axes.titlesize": 10,
+    "axes.labelsize": 9,
+    "legend.fontsize": 7.5,
+    "xtick.labelsize": 8,
+    "ytick.labelsize": 8,
+    "axes.grid": True,
+    "grid.alpha": 0.3,
+    "grid.linewidth": 0.6,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "legend.frameon": False,
+    "savefig.dpi": 150,
+    "figure.dpi": 100,
+    "lines.linewidth": 1.6,
+    "lines.markersize": 5,
 }
 # Okabe-Ito: tells apart in colour-blind vision and in greyscale print (with the markers).
 # Its yellow (#F0E442) is left out: it does not read on white.
@@ -137,8 +149,19 @@ def status_legend(ax, statuses: set[str]) -> None:
     if "not learned" in statuses:
         handles.append(Line2D([], [], color="0.3", marker="o", ms=3, ls=":", mfc="white", label="did not learn the task"))
     if handles:
-        ax.add_artist(Legend(ax, handles, [str(h.get_label()) for h in handles], loc="lower left", bbox_to_anchor=(1.01, 0.0),
-                             title="status", title_fontsize=7.5, borderaxespad=0, alignment="left"))
+        ax.add_artist(
+            Legend(
+                ax,
+                handles,
+                [str(h.get_label()) for h in handles],
+                loc="lower left",
+                bbox_to_anchor=(1.01, 0.0),
+                title="status",
+                title_fontsize=7.5,
+                borderaxespad=0,
+                alignment="left",
+            )
+        )
 
 
 def plot_status_series(ax, g: pd.DataFrame, x: str, y: str, color: str, marker: str, label: str) -> set[str]:
@@ -165,8 +188,9 @@ def plot_status_series(ax, g: pd.DataFrame, x: str, y: str, color: str, marker: 
         if part.empty:
             continue
         seen.add(status)
-        ax.plot(part[x], [0.03] * len(part), transform=ax.get_xaxis_transform(), ls="none", marker="x",
-                color=c, ms=7, mew=1.8, clip_on=False)
+        ax.plot(
+            part[x], [0.03] * len(part), transform=ax.get_xaxis_transform(), ls="none", marker="x", color=c, ms=7, mew=1.8, clip_on=False
+        )
     return seen
 
 
@@ -188,8 +212,7 @@ def mean_by(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     for k in keys:  # groupby drops NaN keys; keep them as a label
         if d[k].dtype == object:
             d[k] = d[k].fillna("")
-    return d.groupby(keys, dropna=False, sort=True)["v"].agg(["mean", "min", "max", "count"]).reset_index().rename(
-        columns={"mean": "v"})
+    return d.groupby(keys, dropna=False, sort=True)["v"].agg(["mean", "min", "max", "count"]).reset_index().rename(columns={"mean": "v"})
 
 
 def facet_grid(n: int, max_cols: int = 3, height: float = 2.6, **kw):
@@ -203,4 +226,3 @@ def facet_grid(n: int, max_cols: int = 3, height: float = 2.6, **kw):
 
 
 # ---------------------------------------------------------------- quality
-

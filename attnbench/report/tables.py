@@ -17,8 +17,7 @@ import pandas as pd
 from attnbench.designs import LAYOUT_LETTERS, of
 
 from .data import LEN_1M, LEN_4M, LEN_128K, NOT_MEASURED, designs, fmt_bytes, fmt_len, fmt_num, is_preset, metric, pooled
-from .quality import (EFFECTIVE_LOWER_BOUND, LEARNED_LOWER_BOUND, effective_length, experiment_task, learned, levels_of,
-                      pooled_acc)
+from .quality import EFFECTIVE_LOWER_BOUND, LEARNED_LOWER_BOUND, effective_length, experiment_task, learned, levels_of, pooled_acc
 
 BASELINE = "softmax"
 TOTAL_LENGTHS = (LEN_128K, LEN_1M, LEN_4M)
@@ -61,8 +60,7 @@ def summarize(g: pd.DataFrame, fmt: Callable[[float], str] = fmt_num) -> Cell:
         s = g.loc[g["status"] == status, "v"].dropna()
         if not s.empty:
             other = "; projected values exist too" if status == "measured" and g["status"].isin(NOT_MEASURED).any() else ""
-            return Cell(fmt(s.mean()), "" if status == "measured" else "projected",
-                        f"mean of {len(s)} {status} record(s){other}")
+            return Cell(fmt(s.mean()), "" if status == "measured" else "projected", f"mean of {len(s)} {status} record(s){other}")
     status = "failed" if (g["status"] == "failed").any() else "skipped"
     notes = "; ".join(dict.fromkeys(g["note"].dropna().astype(str)))
     return Cell(status, status, notes or status)
@@ -78,16 +76,24 @@ def acc_cell(d: pd.DataFrame, title: str = "") -> Cell:
     count = f"{acc.fraction} probes; " if pd.notna(acc.n) else ""
     chance, floor = levels_of(d)
     levels = f"; chance {chance:.3g}, values-in-context floor {floor:.3g}" if pd.notna(chance) else ""
-    return Cell(f"{acc.p:.2f}", "", f"{acc.text()}: {count}95% Wilson interval{levels}{'; ' + title if title else ''}",
-                sub=f"[{acc.lo:.2f}–{acc.hi:.2f}]")
+    return Cell(
+        f"{acc.p:.2f}",
+        "",
+        f"{acc.text()}: {count}95% Wilson interval{levels}{'; ' + title if title else ''}",
+        sub=f"[{acc.lo:.2f}–{acc.hi:.2f}]",
+    )
 
 
 def learned_cell(df: pd.DataFrame, name: str, task: str | None, train: pd.DataFrame, hops=None) -> Cell:
     got = learned(df, name, task, hops=hops, train=train)
     if got.flag is None:
         return Cell("no check", "none", got.why)
-    return Cell(("yes" if got.flag else "no") + (" *" if got.fallback else ""), "" if got.flag else "failed", got.why,
-                sub=got.acc.text() if got.acc else "")
+    return Cell(
+        ("yes" if got.flag else "no") + (" *" if got.fallback else ""),
+        "" if got.flag else "failed",
+        got.why,
+        sub=got.acc.text() if got.acc else "",
+    )
 
 
 def design_times(df: pd.DataFrame, name: str, phase: str, layout: str) -> pd.DataFrame:
@@ -126,9 +132,12 @@ def speed_cell(df: pd.DataFrame, name: str, phase: str, layout: str) -> Cell:
     both = both.assign(pref=(both["scope"] == "layer").astype(int)).sort_values(["pref", "context_len"])
     r = both.iloc[-1]
     ratio = r["v_base"] / r["v"]
-    return Cell(f"{ratio:.2f}x at {fmt_len(r['context_len'])}", "",
-                f"{BASELINE} {phase} time / {name} {phase} time, {r['scope']} scope, {r['device']}, {r['dtype']}, "
-                f"exp {r['exp']} ({r['how']}; measured)")
+    return Cell(
+        f"{ratio:.2f}x at {fmt_len(r['context_len'])}",
+        "",
+        f"{BASELINE} {phase} time / {name} {phase} time, {r['scope']} scope, {r['device']}, {r['dtype']}, "
+        f"exp {r['exp']} ({r['how']}; measured)",
+    )
 
 
 def cache_cell(df: pd.DataFrame, name: str) -> Cell:
@@ -150,8 +159,11 @@ def cache_cell(df: pd.DataFrame, name: str) -> Cell:
                 continue
             (l1, b1), (l2, b2) = list(by.items())[-2:]
             slope = (b2 - b1) / (l2 - l1)
-            return Cell(fmt_bytes(slope), "", f"measured: ({fmt_bytes(b2)} at {fmt_len(l2)} - {fmt_bytes(b1)} at "
-                                              f"{fmt_len(l1)}) / tokens, {m}, exp {exp}, {dtype}")
+            return Cell(
+                fmt_bytes(slope),
+                "",
+                f"measured: ({fmt_bytes(b2)} at {fmt_len(l2)} - {fmt_bytes(b1)} at {fmt_len(l1)}) / tokens, {m}, exp {exp}, {dtype}",
+            )
     return NONE
 
 
@@ -183,13 +195,27 @@ def crossover_cell(df: pd.DataFrame, name: str, phase: str) -> Cell:
     if not parts:
         return NONE
     kind = "" if "" in kinds else ("projected" if "projected" in kinds else kinds.pop())
-    return Cell("; ".join(dict.fromkeys(parts)), kind, f"context length past which {name} is cheaper than {BASELINE} "
-                                                      f"in {phase}: measured on this machine (op or layer scope); GPUs†: "
-                                                      f"the cost model's analytic crossover on the GPU profiles")
+    return Cell(
+        "; ".join(dict.fromkeys(parts)),
+        kind,
+        f"context length past which {name} is cheaper than {BASELINE} "
+        f"in {phase}: measured on this machine (op or layer scope); GPUs†: "
+        f"the cost model's analytic crossover on the GPU profiles",
+    )
 
 
-ROW_METRICS = ("params/total", "niah/acc", "multihop/acc", "train/steps_to_floor", "latency/prefill_ms", "latency/decode_ms",
-               "crossover/prefill_len", "crossover/decode_len", "memory/total_bytes", "memory/cache_bytes_per_token")
+ROW_METRICS = (
+    "params/total",
+    "niah/acc",
+    "multihop/acc",
+    "train/steps_to_floor",
+    "latency/prefill_ms",
+    "latency/decode_ms",
+    "crossover/prefill_len",
+    "crossover/decode_len",
+    "memory/total_bytes",
+    "memory/cache_bytes_per_token",
+)
 
 
 def params_cell(g: pd.DataFrame) -> Cell:
@@ -227,9 +253,16 @@ def decision_table(df: pd.DataFrame, train: pd.DataFrame | None = None, *, drop_
     niah_task = experiment_task(df, "niah/acc")
     chance, floor = levels_of(niah) if not niah.empty else (float("nan"), float("nan"))
     acc_group = "NIAH accuracy [95% interval]" + (f" (chance {chance:.2f}, floor {floor:.2f})" if pd.notna(chance) else "")
-    cols = [("", "design"), ("", "layout"), ("", "params"),
-            ("training", "trained to"), ("training", "steps / tokens"), ("training", "stopped"),
-            ("learned the task", "at its training length"), ("NIAH", "effective length")]
+    cols = [
+        ("", "design"),
+        ("", "layout"),
+        ("", "params"),
+        ("training", "trained to"),
+        ("training", "steps / tokens"),
+        ("training", "stopped"),
+        ("learned the task", "at its training length"),
+        ("NIAH", "effective length"),
+    ]
     cols += [(acc_group, fmt_len(n)) for n in niah_lens]
     cols += [(f"multi-hop at {fmt_len(mh_len)} ({mh_scoring}) [95% interval]", f"{h:g} hops") for h in mh_hops]
     cols += [("cache", "bytes/token")]
@@ -237,15 +270,20 @@ def decision_table(df: pd.DataFrame, train: pd.DataFrame | None = None, *, drop_
     cols += [(f"crossover vs {BASELINE}", "prefill"), (f"crossover vs {BASELINE}", "decode")]
     rules = {json.dumps(r, sort_keys=True, default=str) for r in train["rule"]} if "rule" in train else set()
     rule_note = (" Training rule: " + "; ".join(rule_text(json.loads(r)) for r in sorted(rules)) + ".") if rules else ""
-    table = Table("decision", cols, note=(
-        "Accuracy: exact match, depths and seeds pooled, 95% Wilson interval; chance = a uniform guess among the task's "
-        "answers, floor = a uniform guess among this context's needle values (no lookup). Learned: the 95% lower bound "
-        f"of the task at the model's own training length >= {LEARNED_LOWER_BOUND} (* decided on single needles: no "
-        "experiment-task check recorded); a design that did not learn is shown, never used for a verdict. Trained to: "
-        "the longest curriculum stage the model passed. Effective length: the longest length up to which every "
-        f"accuracy's lower bound stays above {EFFECTIVE_LOWER_BOUND}. Speed: {BASELINE} time / design time at the longest "
-        "length both were measured (above 1: faster). Italic with a dagger: projected or analytic, not measured. "
-        "—: no records for this yet." + rule_note))
+    table = Table(
+        "decision",
+        cols,
+        note=(
+            "Accuracy: exact match, depths and seeds pooled, 95% Wilson interval; chance = a uniform guess among the task's "
+            "answers, floor = a uniform guess among this context's needle values (no lookup). Learned: the 95% lower bound "
+            f"of the task at the model's own training length >= {LEARNED_LOWER_BOUND} (* decided on single needles: no "
+            "experiment-task check recorded); a design that did not learn is shown, never used for a verdict. Trained to: "
+            "the longest curriculum stage the model passed. Effective length: the longest length up to which every "
+            f"accuracy's lower bound stays above {EFFECTIVE_LOWER_BOUND}. Speed: {BASELINE} time / design time at the longest "
+            "length both were measured (above 1: faster). Italic with a dagger: projected or analytic, not measured. "
+            "—: no records for this yet." + rule_note
+        ),
+    )
     own = df[~is_preset(df)]
     for name in row_designs(df):
         g = own[own["design"] == name]
@@ -257,8 +295,13 @@ def decision_table(df: pd.DataFrame, train: pd.DataFrame | None = None, *, drop_
         else:
             t = tr.iloc[-1]
             tl = int(t["train_len"]) if pd.notna(t["train_len"]) else None
-            row.append(Cell(f"{tl:,}" if tl else "0 (no stage passed)", "" if tl else "failed",
-                            f"the longest curriculum stage passed (stage reached {t['stage']})"))
+            row.append(
+                Cell(
+                    f"{tl:,}" if tl else "0 (no stage passed)",
+                    "" if tl else "failed",
+                    f"the longest curriculum stage passed (stage reached {t['stage']})",
+                )
+            )
             steps = f"{int(t['steps']):,}" if pd.notna(t["steps"]) else "?"
             steps = steps if t.get("steps_exact", True) is not False else f"~{steps}"
             tokens = f"{t['tokens'] / 1e6:.1f}M" if pd.notna(t["tokens"]) else "?"
@@ -267,8 +310,13 @@ def decision_table(df: pd.DataFrame, train: pd.DataFrame | None = None, *, drop_
         hops = mh_hops[-1] if mh_hops and niah_task is None else None
         row.append(learned_cell(df, name, niah_task or ("multihop" if mh_hops else None), train, hops=hops))
         eff, text = effective_length(df, name)
-        row.append(Cell(text, "" if pd.notna(eff) else "none", "longest length whose lower bound (and every shorter "
-                                                                   f"one's) stays above {EFFECTIVE_LOWER_BOUND}"))
+        row.append(
+            Cell(
+                text,
+                "" if pd.notna(eff) else "none",
+                f"longest length whose lower bound (and every shorter one's) stays above {EFFECTIVE_LOWER_BOUND}",
+            )
+        )
         gn = niah[niah["design"] == name]
         row += [acc_cell(gn[gn["context_len"] == n]) for n in niah_lens]
         gm = mh[(mh["design"] == name) & (mh["context_len"] == mh_len)] if mh_len is not None else mh.iloc[0:0]
@@ -288,8 +336,11 @@ def rule_text(rule: dict) -> str:
     """The training rule in words: its name, then its limits."""
     if not isinstance(rule, dict):
         return ""
-    limits = ", ".join(f"{k.replace('_', ' ')} {v:,}" if isinstance(v, int) else f"{k.replace('_', ' ')} {v}"
-                       for k, v in rule.items() if k != "name" and v is not None)
+    limits = ", ".join(
+        f"{k.replace('_', ' ')} {v:,}" if isinstance(v, int) else f"{k.replace('_', ' ')} {v}"
+        for k, v in rule.items()
+        if k != "name" and v is not None
+    )
     return str(rule.get("name", "")) + (f" ({limits})" if limits else "")
 
 
@@ -297,20 +348,39 @@ def training_table(train: pd.DataFrame) -> Table | None:
     """How each design's model was trained, from the checkpoints' records."""
     if train is None or train.empty:
         return None
-    cols = [("", "design"), ("", "trained to (tokens)"), ("", "stage reached"), ("", "steps"), ("", "tokens"),
-            ("", "status"), ("", "stop reason"), ("", "rule"), ("", "source")]
-    table = Table("training", cols, note="Copied from each checkpoint's record.json (source). Trained to: the longest "
-                                         "context of a curriculum stage the model passed (0: none).")
+    cols = [
+        ("", "design"),
+        ("", "trained to (tokens)"),
+        ("", "stage reached"),
+        ("", "steps"),
+        ("", "tokens"),
+        ("", "status"),
+        ("", "stop reason"),
+        ("", "rule"),
+        ("", "source"),
+    ]
+    table = Table(
+        "training",
+        cols,
+        note="Copied from each checkpoint's record.json (source). Trained to: the longest "
+        "context of a curriculum stage the model passed (0: none).",
+    )
     several = "exp" in train and train["exp"].nunique() > 1  # the same design's models of different experiments
     for _, t in train.iterrows():
         rule = t["rule"] if isinstance(t["rule"], dict) else {}
-        table.rows.append([Cell(f"{t['design']} ({t['exp']})" if several else t["design"]), Cell(f"{int(t['train_len']):,}" if pd.notna(t["train_len"]) else "—"),
-                           Cell(t["stage"] or "—"), Cell((("" if t.get("steps_exact", True) is not False else "~") + f"{int(t['steps']):,}")
-                                if pd.notna(t["steps"]) else "—"),
-                           Cell(f"{int(t['tokens']):,}" if pd.notna(t["tokens"]) else "—"), Cell(str(t["status"])),
-                           Cell(str(t["stop_reason"])),
-                           Cell(rule_text(rule) or "—"),
-                           Cell(str(t["source"]))])
+        table.rows.append(
+            [
+                Cell(f"{t['design']} ({t['exp']})" if several else t["design"]),
+                Cell(f"{int(t['train_len']):,}" if pd.notna(t["train_len"]) else "—"),
+                Cell(t["stage"] or "—"),
+                Cell((("" if t.get("steps_exact", True) is not False else "~") + f"{int(t['steps']):,}") if pd.notna(t["steps"]) else "—"),
+                Cell(f"{int(t['tokens']):,}" if pd.notna(t["tokens"]) else "—"),
+                Cell(str(t["status"])),
+                Cell(str(t["stop_reason"])),
+                Cell(rule_text(rule) or "—"),
+                Cell(str(t["source"])),
+            ]
+        )
     return table
 
 
@@ -334,10 +404,14 @@ def other_table(df: pd.DataFrame, shown: Iterable[str]) -> Table | None:
     if d.empty:
         return None
     names = designs(d) + sorted(set(d.loc[is_preset(d), "preset"].astype(str)))
-    table = Table("other", [("", "metric"), ("", "unit"), ("", "context")] + [("design", n) for n in names],
-                  note="Mean over seeds and repeats; lists show their length.")
-    d = d.assign(who=d["preset"].where(is_preset(d), d["design"]).astype(str),
-                 ctx=d["context_len"].map(lambda n: fmt_len(n) if pd.notna(n) else ""))
+    table = Table(
+        "other",
+        [("", "metric"), ("", "unit"), ("", "context")] + [("design", n) for n in names],
+        note="Mean over seeds and repeats; lists show their length.",
+    )
+    d = d.assign(
+        who=d["preset"].where(is_preset(d), d["design"]).astype(str), ctx=d["context_len"].map(lambda n: fmt_len(n) if pd.notna(n) else "")
+    )
     for (name, ctx), g in d.groupby(["metric", "ctx"], sort=True):
         unit = ", ".join(dict.fromkeys(g["unit"].dropna().astype(str)))
         row = [Cell(str(name)), Cell(unit), Cell(ctx)]
@@ -354,6 +428,17 @@ def other_table(df: pd.DataFrame, shown: Iterable[str]) -> Table | None:
     return table
 
 
-DECISION_METRICS = ("params/total", "niah/acc", "multihop/acc", "memory/cache_bytes_per_token", "memory/total_bytes",
-                    "train/acc", "train/steps_to_floor", "eval/cache_bytes",
-                    "latency/prefill_ms", "latency/decode_ms", "crossover/prefill_len", "crossover/decode_len")
+DECISION_METRICS = (
+    "params/total",
+    "niah/acc",
+    "multihop/acc",
+    "memory/cache_bytes_per_token",
+    "memory/total_bytes",
+    "train/acc",
+    "train/steps_to_floor",
+    "eval/cache_bytes",
+    "latency/prefill_ms",
+    "latency/decode_ms",
+    "crossover/prefill_len",
+    "crossover/decode_len",
+)

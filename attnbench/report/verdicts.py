@@ -15,7 +15,12 @@ from .data import metric, pooled
 from .quality import LEARNED_LOWER_BOUND, Acc, learned, pooled_acc
 
 SUPPORTED, NOT_SUPPORTED, PARTLY, INCONCLUSIVE, NOT_MEASURED_YET = (
-    "supported", "not supported", "partly supported", "inconclusive", "not yet measured")
+    "supported",
+    "not supported",
+    "partly supported",
+    "inconclusive",
+    "not yet measured",
+)
 VERDICTS = (SUPPORTED, PARTLY, NOT_SUPPORTED, INCONCLUSIVE, NOT_MEASURED_YET)
 
 
@@ -51,11 +56,14 @@ def needs_learned(v: Verdict, df: pd.DataFrame, names: list[str], task: str | No
         ok &= bool(got.flag)
     if not ok:
         v.verdict = INCONCLUSIVE
-        bad = [n for n in names if not learned(df, n, task, hops=hops, train=train,
-                                               threshold=t.get("learned_lb", LEARNED_LOWER_BOUND)).flag]
-        v.evidence.append(f"inconclusive: {', '.join(bad)} did not learn the task at its training length "
-                          f"(95% lower bound < {t.get('learned_lb', LEARNED_LOWER_BOUND)}), so its accuracy elsewhere "
-                          f"says nothing about the claim")
+        bad = [
+            n for n in names if not learned(df, n, task, hops=hops, train=train, threshold=t.get("learned_lb", LEARNED_LOWER_BOUND)).flag
+        ]
+        v.evidence.append(
+            f"inconclusive: {', '.join(bad)} did not learn the task at its training length "
+            f"(95% lower bound < {t.get('learned_lb', LEARNED_LOWER_BOUND)}), so its accuracy elsewhere "
+            f"says nothing about the claim"
+        )
     return ok
 
 

@@ -108,8 +108,10 @@ def chain_batch(rng: np.random.Generator, vocab: Vocab, stage: Stage, batch: int
     n_slots = body // 2
     n_sym = min(stage.n_keys, stage.n_values)
     if C < 1 or C * hops > n_slots or C * (hops + 1) > n_sym:
-        raise ValueError(f"stage {stage}: {C} chains of {hops} hops need n_pairs >= hops, {C * hops} haystack slots "
-                         f"(have {n_slots}) and {C * (hops + 1)} distinct symbols (have {n_sym})")
+        raise ValueError(
+            f"stage {stage}: {C} chains of {hops} hops need n_pairs >= hops, {C * hops} haystack slots "
+            f"(have {n_slots}) and {C * (hops + 1)} distinct symbols (have {n_sym})"
+        )
     rows = np.arange(B)[:, None]
     hay = vocab.filler(rng.integers(0, stage.n_filler, (B, body)))
     if stage.value_noise > 0:

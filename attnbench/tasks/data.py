@@ -38,16 +38,18 @@ Vocabulary: attnbench.tasks.vocab (PAD 0, BOS 1, SEP 2, HOP1-4 3..6, then keys, 
 def _features():
     from datasets import Features, Sequence, Value
 
-    return Features({
-        "task": Value("string"),
-        "context": Sequence(Value("int32")),
-        "probe_tokens": Sequence(Sequence(Value("int32"))),
-        "probe_targets": Sequence(Sequence(Value("int32"))),
-        "probe_depth": Sequence(Value("float32")),
-        "probe_hops": Sequence(Value("int32")),
-        "probe_lookup_tokens": Sequence(Sequence(Value("int32"))),
-        "probe_lookup_targets": Sequence(Sequence(Value("int32"))),
-    })
+    return Features(
+        {
+            "task": Value("string"),
+            "context": Sequence(Value("int32")),
+            "probe_tokens": Sequence(Sequence(Value("int32"))),
+            "probe_targets": Sequence(Sequence(Value("int32"))),
+            "probe_depth": Sequence(Value("float32")),
+            "probe_hops": Sequence(Value("int32")),
+            "probe_lookup_tokens": Sequence(Sequence(Value("int32"))),
+            "probe_lookup_targets": Sequence(Sequence(Value("int32"))),
+        }
+    )
 
 
 def _row(s: Sample) -> dict:
@@ -66,9 +68,10 @@ def _row(s: Sample) -> dict:
 def _sample(row: dict) -> Sample:
     n = len(row["probe_tokens"])
     lt, lg = row.get("probe_lookup_tokens") or [[]] * n, row.get("probe_lookup_targets") or [[]] * n
-    probes = [Probe(list(t), list(g), None if math.isnan(d) else float(d), None if h < 0 else int(h),
-                    (list(a), list(b)) if len(a) else None)
-              for t, g, d, h, a, b in zip(row["probe_tokens"], row["probe_targets"], row["probe_depth"], row["probe_hops"], lt, lg)]
+    probes = [
+        Probe(list(t), list(g), None if math.isnan(d) else float(d), None if h < 0 else int(h), (list(a), list(b)) if len(a) else None)
+        for t, g, d, h, a, b in zip(row["probe_tokens"], row["probe_targets"], row["probe_depth"], row["probe_hops"], lt, lg)
+    ]
     return Sample(row["task"], np.asarray(row["context"], dtype=np.int64), probes)
 
 

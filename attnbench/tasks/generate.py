@@ -108,8 +108,9 @@ def _place(rng, n_slots: int, count: int, depths: list[float] | None = None) -> 
     return np.asarray(out, dtype=np.int64)
 
 
-def _context(rng, vocab: Vocab, context_len: int, needles: list[tuple[int, int]], depths: list[float] | None,
-             kind: str, value_noise: float) -> tuple[np.ndarray, np.ndarray]:
+def _context(
+    rng, vocab: Vocab, context_len: int, needles: list[tuple[int, int]], depths: list[float] | None, kind: str, value_noise: float
+) -> tuple[np.ndarray, np.ndarray]:
     """BOS + haystack with the needles written in + SEP, exactly context_len tokens.
 
     Returns the context and each needle's depth (its relative position in the haystack)."""
@@ -125,8 +126,18 @@ def _context(rng, vocab: Vocab, context_len: int, needles: list[tuple[int, int]]
     return context, slots / max(n_slots - 1, 1)
 
 
-def niah(rng, vocab: Vocab, context_len: int, variant: str, depths: list[float], *, distractors: int = 0,
-         m: int = 4, kind: str = "noise", value_noise: float = 0.0) -> list[Sample]:
+def niah(
+    rng,
+    vocab: Vocab,
+    context_len: int,
+    variant: str,
+    depths: list[float],
+    *,
+    distractors: int = 0,
+    m: int = 4,
+    kind: str = "noise",
+    value_noise: float = 0.0,
+) -> list[Sample]:
     """Needle-in-a-haystack samples for one context length (one per depth for `single`)."""
     if variant not in NIAH_VARIANTS:
         raise ValueError(f"niah variant must be one of {NIAH_VARIANTS}; got {variant!r}")
@@ -146,8 +157,10 @@ def niah(rng, vocab: Vocab, context_len: int, variant: str, depths: list[float],
     if variant == "multikey":
         pairs = [(vocab.key(k), vocab.value(v)) for k, v in zip(keys, values)]
         ctx, placed = _context(rng, vocab, context_len, pairs, depths, kind, value_noise)
-        probes = [Probe([int(vocab.key(k))], [int(vocab.value(v))], float(p)) for k, v, p in
-                  zip(keys[: len(depths)], values[: len(depths)], placed[: len(depths)])]
+        probes = [
+            Probe([int(vocab.key(k))], [int(vocab.value(v))], float(p))
+            for k, v, p in zip(keys[: len(depths)], values[: len(depths)], placed[: len(depths)])
+        ]
     elif variant == "multiquery":
         pairs = [(vocab.key(k), vocab.value(v)) for k, v in zip(keys, values)]
         ctx, placed = _context(rng, vocab, context_len, pairs, None, kind, value_noise)
@@ -163,8 +176,9 @@ def niah(rng, vocab: Vocab, context_len: int, variant: str, depths: list[float],
     return samples
 
 
-def multihop(rng, vocab: Vocab, context_len: int, task: str, hops: int, *, n_chains: int = 2,
-             kind: str = "noise", value_noise: float = 0.0) -> Sample:
+def multihop(
+    rng, vocab: Vocab, context_len: int, task: str, hops: int, *, n_chains: int = 2, kind: str = "noise", value_noise: float = 0.0
+) -> Sample:
     """Chains of `hops` lookups scattered in a haystack, one compositional probe per chain."""
     if task not in HOP_TASKS:
         raise ValueError(f"multi-hop task must be one of {HOP_TASKS}; got {task!r}")
@@ -190,10 +204,20 @@ def multihop(rng, vocab: Vocab, context_len: int, task: str, hops: int, *, n_cha
     return Sample(task, ctx, probes)
 
 
-def task_samples(rng, vocab: Vocab, context_len: int, task: str, *, depths=(0.0, 0.25, 0.5, 0.75, 1.0), hops: int = 1,
-                 chains: int = 2, kind: str = "noise", value_noise: float = 0.0) -> list[Sample]:
+def task_samples(
+    rng,
+    vocab: Vocab,
+    context_len: int,
+    task: str,
+    *,
+    depths=(0.0, 0.25, 0.5, 0.75, 1.0),
+    hops: int = 1,
+    chains: int = 2,
+    kind: str = "noise",
+    value_noise: float = 0.0,
+) -> list[Sample]:
     """The samples of one haystack of ``task``: ``niah_<variant>`` (one sample per depth for
     ``single``) or a multi-hop task (``chain`` | ``vartrack``, ``hops`` and ``chains``)."""
     if task.startswith("niah_"):
-        return niah(rng, vocab, context_len, task[len("niah_"):], [float(d) for d in depths], kind=kind, value_noise=value_noise)
+        return niah(rng, vocab, context_len, task[len("niah_") :], [float(d) for d in depths], kind=kind, value_noise=value_noise)
     return [multihop(rng, vocab, context_len, task, hops, n_chains=chains, kind=kind, value_noise=value_noise)]

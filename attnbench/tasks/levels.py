@@ -75,17 +75,36 @@ def levels_of(samples: list[Sample], vocab: Vocab, *, lookups: bool = False) -> 
 
 
 @lru_cache(maxsize=256)
-def task_levels(vocab: Vocab, task: str, *, depths: tuple = (0.0, 0.25, 0.5, 0.75, 1.0), hops: int = 1, chains: int = 2,
-                kind: str = "noise", value_noise: float = 0.0, lookups: bool = False, haystacks: int = 100,
-                context_len: int = 256) -> Levels:
+def task_levels(
+    vocab: Vocab,
+    task: str,
+    *,
+    depths: tuple = (0.0, 0.25, 0.5, 0.75, 1.0),
+    hops: int = 1,
+    chains: int = 2,
+    kind: str = "noise",
+    value_noise: float = 0.0,
+    lookups: bool = False,
+    haystacks: int = 100,
+    context_len: int = 256,
+) -> Levels:
     """Levels of ``task`` (as tasks.generate.task_samples names it) from ``haystacks`` generated
     haystacks (fixed seed). Needle counts do not depend on the length, so a short one serves."""
     need = 2 + 2 * max(len(depths), chains * hops) + 2
     length = max(context_len, need)
     samples = []
     for i in range(haystacks):
-        samples += task_samples(np.random.default_rng([20240, i]), vocab, length, task, depths=depths, hops=hops,
-                                chains=chains, kind=kind, value_noise=value_noise)
+        samples += task_samples(
+            np.random.default_rng([20240, i]),
+            vocab,
+            length,
+            task,
+            depths=depths,
+            hops=hops,
+            chains=chains,
+            kind=kind,
+            value_noise=value_noise,
+        )
     return levels_of(samples, vocab, lookups=lookups)
 
 

@@ -70,8 +70,7 @@ def _scan(kv, rate, state):
     return (torch.cat(outs, dim=2) if len(outs) > 1 else outs[0]).float(), state
 
 
-def lightning_attn(q, k, v, decay, *, initial_state=None, chunk: int = CHUNK,
-                   compute_dtype: torch.dtype = torch.float32):
+def lightning_attn(q, k, v, decay, *, initial_state=None, chunk: int = CHUNK, compute_dtype: torch.dtype = torch.float32):
     """q, k (B, H, T, Dk); v (B, H, T, Dv); decay (H,) -> (o (B, H, T, Dv), final_state (B, H, Dk, Dv) fp32).
 
     compute_dtype: the dtype of the products (the state always accumulates in float64). fp32 is

@@ -47,9 +47,24 @@ def _prec(dtype: torch.dtype) -> str:
 
 
 @triton.jit
-def _states(K, V, DECAY, H0, H_IN, HT, T, N,
-            H: tl.constexpr, DK: tl.constexpr, DV: tl.constexpr, C: tl.constexpr, BK: tl.constexpr,
-            BV: tl.constexpr, HAS_H0: tl.constexpr, PREC: tl.constexpr):
+def _states(
+    K,
+    V,
+    DECAY,
+    H0,
+    H_IN,
+    HT,
+    T,
+    N,
+    H: tl.constexpr,
+    DK: tl.constexpr,
+    DV: tl.constexpr,
+    C: tl.constexpr,
+    BK: tl.constexpr,
+    BV: tl.constexpr,
+    HAS_H0: tl.constexpr,
+    PREC: tl.constexpr,
+):
     ik = tl.program_id(0)
     iv = tl.program_id(1)
     bh = tl.program_id(2).to(tl.int64)  # 64-bit offsets
@@ -75,9 +90,24 @@ def _states(K, V, DECAY, H0, H_IN, HT, T, N,
 
 
 @triton.jit
-def _outputs(Q, K, V, DECAY, H_IN, O, T, N,
-             H: tl.constexpr, DK: tl.constexpr, DV: tl.constexpr, C: tl.constexpr, BDK: tl.constexpr,
-             BV: tl.constexpr, UPCAST: tl.constexpr, PREC: tl.constexpr):
+def _outputs(
+    Q,
+    K,
+    V,
+    DECAY,
+    H_IN,
+    O,
+    T,
+    N,
+    H: tl.constexpr,
+    DK: tl.constexpr,
+    DV: tl.constexpr,
+    C: tl.constexpr,
+    BDK: tl.constexpr,
+    BV: tl.constexpr,
+    UPCAST: tl.constexpr,
+    PREC: tl.constexpr,
+):
     n = tl.program_id(0)
     iv = tl.program_id(1)
     bh = tl.program_id(2).to(tl.int64)  # 64-bit offsets
@@ -99,17 +129,35 @@ def _outputs(Q, K, V, DECAY, H_IN, O, T, N,
     decay = tl.where(gap >= 0, tl.exp(-s * tl.maximum(gap, 0.0)), 0.0)  # (C, C)
     a = tl.dot(q, tl.trans(k), input_precision="ieee") * decay
     o = tl.dot(a.to(v.dtype), v, input_precision="ieee")  # (C, BV)
-    s_in = tl.load(H_IN + (bh * N + n) * DK * DV + offs_dk[:, None] * DV + offs_dv[None, :],
-                   mask=(offs_dk[:, None] < DK) & (offs_dv[None, :] < DV), other=0.0)  # (BDK, BV) fp32
+    s_in = tl.load(
+        H_IN + (bh * N + n) * DK * DV + offs_dk[:, None] * DV + offs_dv[None, :],
+        mask=(offs_dk[:, None] < DK) & (offs_dv[None, :] < DV),
+        other=0.0,
+    )  # (BDK, BV) fp32
     e_q = tl.exp(-s * (i + 1).to(tl.float32))  # decay of the entering state at token i
     o += tl.dot(q.to(tl.float32) * e_q[:, None], s_in, input_precision=PREC)
     tl.store(O + (bh * T + t[:, None]) * DV + offs_dv[None, :], o.to(O.dtype.element_ty), mask=v_mask)
 
 
 @triton.jit
-def _dstates(Q, DO, DECAY, DHT, DH, DH0, T, N,
-             H: tl.constexpr, DK: tl.constexpr, DV: tl.constexpr, C: tl.constexpr, BK: tl.constexpr,
-             BV: tl.constexpr, HAS_DHT: tl.constexpr, PREC: tl.constexpr):
+def _dstates(
+    Q,
+    DO,
+    DECAY,
+    DHT,
+    DH,
+    DH0,
+    T,
+    N,
+    H: tl.constexpr,
+    DK: tl.constexpr,
+    DV: tl.constexpr,
+    C: tl.constexpr,
+    BK: tl.constexpr,
+    BV: tl.constexpr,
+    HAS_DHT: tl.constexpr,
+    PREC: tl.constexpr,
+):
     ik = tl.program_id(0)
     iv = tl.program_id(1)
     bh = tl.program_id(2).to(tl.int64)  # 64-bit offsets
@@ -136,9 +184,28 @@ def _dstates(Q, DO, DECAY, DHT, DH, DH0, T, N,
 
 
 @triton.jit
-def _grads(Q, K, V, DO, DECAY, H_IN, DH, DQ, DK_, DV_, T, N,
-           H: tl.constexpr, DK: tl.constexpr, DV: tl.constexpr, C: tl.constexpr, BDK: tl.constexpr,
-           BDV: tl.constexpr, UPCAST: tl.constexpr, PREC: tl.constexpr):
+def _grads(
+    Q,
+    K,
+    V,
+    DO,
+    DECAY,
+    H_IN,
+    DH,
+    DQ,
+    DK_,
+    DV_,
+    T,
+    N,
+    H: tl.constexpr,
+    DK: tl.constexpr,
+    DV: tl.constexpr,
+    C: tl.constexpr,
+    BDK: tl.constexpr,
+    BDV: tl.constexpr,
+    UPCAST: tl.constexpr,
+    PREC: tl.constexpr,
+):
     n = tl.program_id(0)
     bh = tl.program_id(1).to(tl.int64)  # 64-bit offsets
     s = tl.load(DECAY + bh % H)
@@ -180,9 +247,21 @@ def _grads(Q, K, V, DO, DECAY, H_IN, DH, DQ, DK_, DV_, T, N,
 
 
 @triton.jit
-def _decode(Q, K, V, DECAY, H0, O, HT,
-            H: tl.constexpr, DK: tl.constexpr, DV: tl.constexpr, BDK: tl.constexpr, BV: tl.constexpr,
-            HAS_H0: tl.constexpr):
+def _decode(
+    Q,
+    K,
+    V,
+    DECAY,
+    H0,
+    O,
+    HT,
+    H: tl.constexpr,
+    DK: tl.constexpr,
+    DV: tl.constexpr,
+    BDK: tl.constexpr,
+    BV: tl.constexpr,
+    HAS_H0: tl.constexpr,
+):
     iv = tl.program_id(0)
     bh = tl.program_id(1).to(tl.int64)  # 64-bit offsets
     s = tl.load(DECAY + bh % H)
@@ -212,11 +291,13 @@ def _forward(q, k, v, s, h0):
     ht = torch.empty(B, H, DK, DV, dtype=torch.float32, device=q.device)
     common = dict(H=H, DK=DK, DV=DV, C=CHUNK, PREC=_prec(q.dtype))
     _states[(triton.cdiv(DK, BS), triton.cdiv(DV, BS), B * H)](  # upcasts every load itself (the state is fp32)
-        k, v, s, h0, h_in, ht, T, N, BK=BS, BV=BS, HAS_H0=h0 is not None, **common)
+        k, v, s, h0, h_in, ht, T, N, BK=BS, BV=BS, HAS_H0=h0 is not None, **common
+    )
     o = torch.empty(B, H, T, DV, dtype=store_dtype(q.dtype), device=q.device)
     BV = min(64, pow2(DV))
-    _outputs[(N, triton.cdiv(DV, BV), B * H)](q, k, v, s, h_in, o, T, N, BDK=pow2(DK), BV=BV, UPCAST=upcast(q.dtype),
-                                               **common, num_warps=4 if DK <= 64 else 8)
+    _outputs[(N, triton.cdiv(DV, BV), B * H)](
+        q, k, v, s, h_in, o, T, N, BDK=pow2(DK), BV=BV, UPCAST=upcast(q.dtype), **common, num_warps=4 if DK <= 64 else 8
+    )
     return o.to(q.dtype), ht, h_in
 
 
@@ -230,13 +311,34 @@ def _backward(q, k, v, s, h0, do, dht):
     dh0 = torch.empty(B, H, DK, DV, dtype=torch.float32, device=q.device)
     prec = _prec(q.dtype)
     _dstates[(triton.cdiv(DK, BS), triton.cdiv(DV, BS), B * H)](
-        q, do, s, dht, dh, dh0, T, N, H=H, DK=DK, DV=DV, C=CHUNK, BK=BS, BV=BS, HAS_DHT=dht is not None, PREC=prec)
+        q, do, s, dht, dh, dh0, T, N, H=H, DK=DK, DV=DV, C=CHUNK, BK=BS, BV=BS, HAS_DHT=dht is not None, PREC=prec
+    )
     sd = store_dtype(q.dtype)
     dq, dk = torch.empty(q.shape, dtype=sd, device=q.device), torch.empty(k.shape, dtype=sd, device=q.device)
     dv = torch.empty(v.shape, dtype=sd, device=q.device)
-    _grads[(N, B * H)](q, k, v, do, s, h_in, dh, dq, dk, dv, T, N, H=H, DK=DK, DV=DV, C=CHUNK,
-                       BDK=pow2(DK), BDV=pow2(DV), UPCAST=upcast(q.dtype), PREC=prec,
-                       num_warps=4 if max(DK, DV) <= 64 else 8)
+    _grads[(N, B * H)](
+        q,
+        k,
+        v,
+        do,
+        s,
+        h_in,
+        dh,
+        dq,
+        dk,
+        dv,
+        T,
+        N,
+        H=H,
+        DK=DK,
+        DV=DV,
+        C=CHUNK,
+        BDK=pow2(DK),
+        BDV=pow2(DV),
+        UPCAST=upcast(q.dtype),
+        PREC=prec,
+        num_warps=4 if max(DK, DV) <= 64 else 8,
+    )
     return dq.to(q.dtype), dk.to(k.dtype), dv.to(v.dtype), dh0
 
 
@@ -266,9 +368,21 @@ def decode_step(q, k, v, decay, state):
     o = torch.empty(B, H, 1, DV, dtype=store_dtype(q.dtype), device=q.device)
     ht = torch.empty(B, H, DK, DV, dtype=torch.float32, device=q.device)
     BV = min(64, pow2(DV))
-    _decode[(triton.cdiv(DV, BV), B * H)](q.contiguous(), k.contiguous(), v.contiguous(),
-                                         decay.float().contiguous(), h0, o, ht, H=H, DK=DK, DV=DV,
-                                         BDK=pow2(DK), BV=BV, HAS_H0=h0 is not None)
+    _decode[(triton.cdiv(DV, BV), B * H)](
+        q.contiguous(),
+        k.contiguous(),
+        v.contiguous(),
+        decay.float().contiguous(),
+        h0,
+        o,
+        ht,
+        H=H,
+        DK=DK,
+        DV=DV,
+        BDK=pow2(DK),
+        BV=BV,
+        HAS_H0=h0 is not None,
+    )
     return o.to(q.dtype), ht
 
 

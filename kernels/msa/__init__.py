@@ -9,13 +9,7 @@ from ..checks import check_attn_shapes
 
 
 def msa_select(
-    index_q: torch.Tensor,
-    index_k: torch.Tensor,
-    block_size: int,
-    top_k: int,
-    *,
-    pool: str = "max",
-    backend: str = "auto",
+    index_q: torch.Tensor, index_k: torch.Tensor, block_size: int, top_k: int, *, pool: str = "max", backend: str = "auto"
 ) -> torch.Tensor:
     """Blocks each query attends to.
 

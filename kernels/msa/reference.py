@@ -158,8 +158,11 @@ def _local(qs, kb, vb, p0: int):
     p = torch.exp(s - m)
     o = p @ vb[:, :, b0 : b0 + n_q]  # (B, G, n_q, bs * Hg, D)
     keep = slice(front, front + Tc)
-    return (o.view(B, G, n_q * bs, Hg, D)[:, :, keep], m.view(B, G, n_q * bs, Hg)[:, :, keep],
-            p.sum(-1).view(B, G, n_q * bs, Hg)[:, :, keep])
+    return (
+        o.view(B, G, n_q * bs, Hg, D)[:, :, keep],
+        m.view(B, G, n_q * bs, Hg)[:, :, keep],
+        p.sum(-1).view(B, G, n_q * bs, Hg)[:, :, keep],
+    )
 
 
 def _remote(o, m, l, qs, kb, vb, sel, p0: int):
@@ -290,8 +293,14 @@ def _tiles(N: int, *rows):
     by repeating its first row (a valid row: no NaN), so every tile has one shape (one kernel)."""
     for r0 in range(0, N, GATHER_ROWS):
         r1 = min(N, r0 + GATHER_ROWS)
-        yield r0, r1, [x[r0:r1] if r1 - r0 == GATHER_ROWS else
-                       torch.cat([x[r0:r1], x[r0:r0 + 1].expand(GATHER_ROWS - (r1 - r0), *x.shape[1:])]) for x in rows]
+        yield (
+            r0,
+            r1,
+            [
+                x[r0:r1] if r1 - r0 == GATHER_ROWS else torch.cat([x[r0:r1], x[r0 : r0 + 1].expand(GATHER_ROWS - (r1 - r0), *x.shape[1:])])
+                for x in rows
+            ],
+        )
 
 
 class _Gathered(torch.autograd.Function):

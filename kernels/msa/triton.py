@@ -35,9 +35,25 @@ BLOCK_P = 32  # queries per tile in the dk/dv walk
 
 
 @triton.jit
-def _select(IQ, IK, VALS, IDX, T, S, OFFSET,
-            G: tl.constexpr, DI: tl.constexpr, BLOCK_DI: tl.constexpr, BS: tl.constexpr, BS_PAD: tl.constexpr,
-            KSEL: tl.constexpr, KPAD: tl.constexpr, BLOCK_T: tl.constexpr, MEAN: tl.constexpr, UPCAST: tl.constexpr):
+def _select(
+    IQ,
+    IK,
+    VALS,
+    IDX,
+    T,
+    S,
+    OFFSET,
+    G: tl.constexpr,
+    DI: tl.constexpr,
+    BLOCK_DI: tl.constexpr,
+    BS: tl.constexpr,
+    BS_PAD: tl.constexpr,
+    KSEL: tl.constexpr,
+    KPAD: tl.constexpr,
+    BLOCK_T: tl.constexpr,
+    MEAN: tl.constexpr,
+    UPCAST: tl.constexpr,
+):
     pid = tl.program_id(0)
     bg = tl.program_id(1).to(tl.int64)  # b * G + g; 64-bit offsets
     b = bg // G
@@ -78,9 +94,27 @@ def _select(IQ, IK, VALS, IDX, T, S, OFFSET,
 
 
 @triton.jit
-def _fwd(Q, K, V, BIDX, O, LSE, qk_scale, T, S, OFFSET,
-         H: tl.constexpr, G: tl.constexpr, D: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_H: tl.constexpr,
-         BS: tl.constexpr, BS_PAD: tl.constexpr, TOPK: tl.constexpr, UPCAST: tl.constexpr):
+def _fwd(
+    Q,
+    K,
+    V,
+    BIDX,
+    O,
+    LSE,
+    qk_scale,
+    T,
+    S,
+    OFFSET,
+    H: tl.constexpr,
+    G: tl.constexpr,
+    D: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+    BLOCK_H: tl.constexpr,
+    BS: tl.constexpr,
+    BS_PAD: tl.constexpr,
+    TOPK: tl.constexpr,
+    UPCAST: tl.constexpr,
+):
     t = tl.program_id(0)
     bg = tl.program_id(1).to(tl.int64)  # 64-bit offsets
     b = bg // G
@@ -121,9 +155,30 @@ def _fwd(Q, K, V, BIDX, O, LSE, qk_scale, T, S, OFFSET,
 
 
 @triton.jit
-def _bwd_dq(Q, K, V, DO, LSE, DELTA, BIDX, DQ, qk_scale, scale, T, S, OFFSET,
-            H: tl.constexpr, G: tl.constexpr, D: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_H: tl.constexpr,
-            BS: tl.constexpr, BS_PAD: tl.constexpr, TOPK: tl.constexpr, UPCAST: tl.constexpr):
+def _bwd_dq(
+    Q,
+    K,
+    V,
+    DO,
+    LSE,
+    DELTA,
+    BIDX,
+    DQ,
+    qk_scale,
+    scale,
+    T,
+    S,
+    OFFSET,
+    H: tl.constexpr,
+    G: tl.constexpr,
+    D: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+    BLOCK_H: tl.constexpr,
+    BS: tl.constexpr,
+    BS_PAD: tl.constexpr,
+    TOPK: tl.constexpr,
+    UPCAST: tl.constexpr,
+):
     t = tl.program_id(0)
     bg = tl.program_id(1).to(tl.int64)  # 64-bit offsets
     b = bg // G
@@ -161,9 +216,32 @@ def _bwd_dq(Q, K, V, DO, LSE, DELTA, BIDX, DQ, qk_scale, scale, T, S, OFFSET,
 
 
 @triton.jit
-def _bwd_dkdv(Q, K, V, DO, LSE, DELTA, PAIR_T, PTR, DK, DV, qk_scale, scale, T, S, OFFSET, NB,
-              H: tl.constexpr, G: tl.constexpr, D: tl.constexpr, BLOCK_D: tl.constexpr,
-              BS: tl.constexpr, BS_PAD: tl.constexpr, BLOCK_P: tl.constexpr, UPCAST: tl.constexpr):
+def _bwd_dkdv(
+    Q,
+    K,
+    V,
+    DO,
+    LSE,
+    DELTA,
+    PAIR_T,
+    PTR,
+    DK,
+    DV,
+    qk_scale,
+    scale,
+    T,
+    S,
+    OFFSET,
+    NB,
+    H: tl.constexpr,
+    G: tl.constexpr,
+    D: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+    BS: tl.constexpr,
+    BS_PAD: tl.constexpr,
+    BLOCK_P: tl.constexpr,
+    UPCAST: tl.constexpr,
+):
     n = tl.program_id(0)
     bg = tl.program_id(1).to(tl.int64)  # 64-bit offsets
     b = bg // G
@@ -224,8 +302,24 @@ def msa_select(index_q, index_k, block_size: int, top_k: int, *, pool: str = "ma
     vals = torch.empty(B, G, T, ksel, dtype=torch.float32, device=iq.device)
     idx = torch.empty(B, G, T, ksel, dtype=torch.int32, device=iq.device)
     _select[(triton.cdiv(T, BLOCK_T), B * G)](
-        iq, ik, vals, idx, T, S, S - T, G=G, DI=Di, BLOCK_DI=pow2(Di), BS=block_size, BS_PAD=pow2(block_size),
-        KSEL=ksel, KPAD=pow2(ksel, least=2), BLOCK_T=BLOCK_T, MEAN=pool == "mean", UPCAST=upcast(iq.dtype))
+        iq,
+        ik,
+        vals,
+        idx,
+        T,
+        S,
+        S - T,
+        G=G,
+        DI=Di,
+        BLOCK_DI=pow2(Di),
+        BS=block_size,
+        BS_PAD=pow2(block_size),
+        KSEL=ksel,
+        KPAD=pow2(ksel, least=2),
+        BLOCK_T=BLOCK_T,
+        MEAN=pool == "mean",
+        UPCAST=upcast(iq.dtype),
+    )
     idx, order = idx.long().sort(dim=-1)  # block id order, then a stable sort by score: ties to the lowest id
     vals, order = vals.gather(-1, order).sort(dim=-1, descending=True, stable=True)
     idx = idx.gather(-1, order)
@@ -237,8 +331,7 @@ def _meta(q, k, block_size):
     """The launch constants the attention kernels share (shapes, tiles, the dtype rule)."""
     B, H, T, D = q.shape
     G, S = k.shape[1], k.shape[2]
-    return dict(T=T, S=S, OFFSET=S - T, H=H, G=G, D=D, BLOCK_D=pow2(D), BS=block_size,
-                BS_PAD=pow2(block_size), UPCAST=upcast(q.dtype))
+    return dict(T=T, S=S, OFFSET=S - T, H=H, G=G, D=D, BLOCK_D=pow2(D), BS=block_size, BS_PAD=pow2(block_size), UPCAST=upcast(q.dtype))
 
 
 def _forward(q, k, v, block_idx, block_size, scale):
@@ -246,8 +339,7 @@ def _forward(q, k, v, block_idx, block_size, scale):
     G = k.shape[1]
     o = torch.empty(q.shape, dtype=store_dtype(q.dtype), device=q.device)
     lse = torch.empty(B, H, T, dtype=torch.float32, device=q.device)
-    _fwd[(T, B * G)](q, k, v, block_idx, o, lse, scale * LOG2E, **_meta(q, k, block_size),
-                     BLOCK_H=pow2(H // G), TOPK=block_idx.shape[-1])
+    _fwd[(T, B * G)](q, k, v, block_idx, o, lse, scale * LOG2E, **_meta(q, k, block_size), BLOCK_H=pow2(H // G), TOPK=block_idx.shape[-1])
     return o.to(q.dtype), lse
 
 
@@ -271,12 +363,12 @@ def _backward(q, k, v, block_idx, block_size, scale, o, lse, do):
     dq = torch.empty(q.shape, dtype=sd, device=q.device)
     dk = torch.empty(k.shape, dtype=sd, device=q.device)
     dv = torch.empty(v.shape, dtype=sd, device=q.device)
-    _bwd_dq[(T, B * G)](q, k, v, do, lse, delta, block_idx, dq, scale * LOG2E, scale, **meta,
-                        BLOCK_H=pow2(H // G), TOPK=block_idx.shape[-1])
+    _bwd_dq[(T, B * G)](
+        q, k, v, do, lse, delta, block_idx, dq, scale * LOG2E, scale, **meta, BLOCK_H=pow2(H // G), TOPK=block_idx.shape[-1]
+    )
     nb = triton.cdiv(S, block_size)
     pair_t, ptr = _pairs(block_idx, nb)
-    _bwd_dkdv[(nb, B * G)](q, k, v, do, lse, delta, pair_t, ptr, dk, dv, scale * LOG2E, scale, NB=nb, **meta,
-                           BLOCK_P=BLOCK_P)
+    _bwd_dkdv[(nb, B * G)](q, k, v, do, lse, delta, pair_t, ptr, dk, dv, scale * LOG2E, scale, NB=nb, **meta, BLOCK_P=BLOCK_P)
     return dq.to(q.dtype), dk.to(k.dtype), dv.to(v.dtype)
 
 
@@ -301,5 +393,4 @@ def msa_attn(q, k, v, block_idx, block_size: int, *, scale: float | None = None)
     if not (q.dtype == k.dtype == v.dtype):
         raise TypeError(f"q, k, v dtypes differ: {q.dtype}, {k.dtype}, {v.dtype}")
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
-    return _MSAAttn.apply(q.contiguous(), k.contiguous(), v.contiguous(), block_idx.contiguous(),
-                          int(block_size), scale)
+    return _MSAAttn.apply(q.contiguous(), k.contiguous(), v.contiguous(), block_idx.contiguous(), int(block_size), scale)

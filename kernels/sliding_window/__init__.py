@@ -9,13 +9,7 @@ from ..checks import check_attn_shapes
 
 
 def sliding_window_attn(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    window: int,
-    *,
-    scale: float | None = None,
-    backend: str = "auto",
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, window: int, *, scale: float | None = None, backend: str = "auto"
 ) -> torch.Tensor:
     """Causal sliding-window attention with grouped KV heads.
 

@@ -36,8 +36,6 @@ def sliding_window_attn(q, k, v, window: int, *, scale: float | None = None):
         j0 = max(0, p0 - window + 1)
         mask = band_mask(p0, p1, j0, p1, window, q.device)
         outs.append(
-            F.scaled_dot_product_attention(
-                q[:, :, t0:t1], k[:, :, j0:p1], v[:, :, j0:p1], attn_mask=mask, scale=scale, enable_gqa=gqa
-            )
+            F.scaled_dot_product_attention(q[:, :, t0:t1], k[:, :, j0:p1], v[:, :, j0:p1], attn_mask=mask, scale=scale, enable_gqa=gqa)
         )
     return torch.cat(outs, dim=2) if len(outs) > 1 else outs[0]

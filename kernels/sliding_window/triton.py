@@ -44,9 +44,26 @@ def _tiles(D: int, backward: bool) -> tuple[int, int, int, int]:
 
 
 @triton.jit
-def _fwd(Q, K, V, O, LSE, qk_scale, T, S, OFFSET, WINDOW,
-         H: tl.constexpr, HKV: tl.constexpr, D: tl.constexpr, BLOCK_D: tl.constexpr,
-         BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HAS_WINDOW: tl.constexpr, UPCAST: tl.constexpr):
+def _fwd(
+    Q,
+    K,
+    V,
+    O,
+    LSE,
+    qk_scale,
+    T,
+    S,
+    OFFSET,
+    WINDOW,
+    H: tl.constexpr,
+    HKV: tl.constexpr,
+    D: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    HAS_WINDOW: tl.constexpr,
+    UPCAST: tl.constexpr,
+):
     pid_m = tl.program_id(0)
     bh = tl.program_id(1).to(tl.int64)  # b * H + h; 64-bit offsets
     b = bh // H
@@ -94,9 +111,30 @@ def _fwd(Q, K, V, O, LSE, qk_scale, T, S, OFFSET, WINDOW,
 
 
 @triton.jit
-def _bwd_dkdv(Q, K, V, DO, LSE, DELTA, DK, DV, qk_scale, scale, T, S, OFFSET, WINDOW,
-              H: tl.constexpr, HKV: tl.constexpr, D: tl.constexpr, BLOCK_D: tl.constexpr,
-              BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HAS_WINDOW: tl.constexpr, UPCAST: tl.constexpr):
+def _bwd_dkdv(
+    Q,
+    K,
+    V,
+    DO,
+    LSE,
+    DELTA,
+    DK,
+    DV,
+    qk_scale,
+    scale,
+    T,
+    S,
+    OFFSET,
+    WINDOW,
+    H: tl.constexpr,
+    HKV: tl.constexpr,
+    D: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    HAS_WINDOW: tl.constexpr,
+    UPCAST: tl.constexpr,
+):
     pid_n = tl.program_id(0)
     bhk = tl.program_id(1).to(tl.int64)  # b * HKV + hk; 64-bit offsets
     b = bhk // HKV
@@ -145,9 +183,29 @@ def _bwd_dkdv(Q, K, V, DO, LSE, DELTA, DK, DV, qk_scale, scale, T, S, OFFSET, WI
 
 
 @triton.jit
-def _bwd_dq(Q, K, V, DO, LSE, DELTA, DQ, qk_scale, scale, T, S, OFFSET, WINDOW,
-            H: tl.constexpr, HKV: tl.constexpr, D: tl.constexpr, BLOCK_D: tl.constexpr,
-            BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HAS_WINDOW: tl.constexpr, UPCAST: tl.constexpr):
+def _bwd_dq(
+    Q,
+    K,
+    V,
+    DO,
+    LSE,
+    DELTA,
+    DQ,
+    qk_scale,
+    scale,
+    T,
+    S,
+    OFFSET,
+    WINDOW,
+    H: tl.constexpr,
+    HKV: tl.constexpr,
+    D: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    HAS_WINDOW: tl.constexpr,
+    UPCAST: tl.constexpr,
+):
     pid_m = tl.program_id(0)
     bh = tl.program_id(1).to(tl.int64)  # 64-bit offsets
     b = bh // H
@@ -193,8 +251,18 @@ def _meta(q, k, window):
     B, H, T, D = q.shape
     Hkv, S = k.shape[1], k.shape[2]
     has_window = window is not None and window < S
-    return dict(T=T, S=S, OFFSET=S - T, WINDOW=int(window) if has_window else S + 1,
-                H=H, HKV=Hkv, D=D, BLOCK_D=pow2(D), HAS_WINDOW=has_window, UPCAST=upcast(q.dtype))
+    return dict(
+        T=T,
+        S=S,
+        OFFSET=S - T,
+        WINDOW=int(window) if has_window else S + 1,
+        H=H,
+        HKV=Hkv,
+        D=D,
+        BLOCK_D=pow2(D),
+        HAS_WINDOW=has_window,
+        UPCAST=upcast(q.dtype),
+    )
 
 
 def _forward(q, k, v, scale, window):
@@ -204,8 +272,7 @@ def _forward(q, k, v, scale, window):
     BM, BN, warps, stages = _tiles(D, backward=False)
     o = torch.empty(q.shape, dtype=store_dtype(q.dtype), device=q.device)
     lse = torch.empty(B, H, T, dtype=torch.float32, device=q.device)
-    _fwd[(triton.cdiv(T, BM), B * H)](q, k, v, o, lse, scale * LOG2E, **meta, BLOCK_M=BM, BLOCK_N=BN,
-                                      num_warps=warps, num_stages=stages)
+    _fwd[(triton.cdiv(T, BM), B * H)](q, k, v, o, lse, scale * LOG2E, **meta, BLOCK_M=BM, BLOCK_N=BN, num_warps=warps, num_stages=stages)
     return o.to(q.dtype), lse
 
 
@@ -220,10 +287,12 @@ def _backward(q, k, v, o, lse, do, scale, window):
     dk = torch.empty(k.shape, dtype=sd, device=q.device)
     dv = torch.empty(v.shape, dtype=sd, device=q.device)
     args = (scale * LOG2E, scale)
-    _bwd_dkdv[(triton.cdiv(S, BN), B * Hkv)](q, k, v, do, lse, delta, dk, dv, *args, **meta,
-                                             BLOCK_M=BM, BLOCK_N=BN, num_warps=warps, num_stages=stages)
-    _bwd_dq[(triton.cdiv(T, BM), B * H)](q, k, v, do, lse, delta, dq, *args, **meta,
-                                         BLOCK_M=BM, BLOCK_N=BN, num_warps=warps, num_stages=stages)
+    _bwd_dkdv[(triton.cdiv(S, BN), B * Hkv)](
+        q, k, v, do, lse, delta, dk, dv, *args, **meta, BLOCK_M=BM, BLOCK_N=BN, num_warps=warps, num_stages=stages
+    )
+    _bwd_dq[(triton.cdiv(T, BM), B * H)](
+        q, k, v, do, lse, delta, dq, *args, **meta, BLOCK_M=BM, BLOCK_N=BN, num_warps=warps, num_stages=stages
+    )
     return dq.to(q.dtype), dk.to(k.dtype), dv.to(v.dtype)
 
 

@@ -8,9 +8,7 @@ from ..backend import implementation
 from ..checks import check_attn_shapes
 
 
-def softmax_attn(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, scale: float | None = None, backend: str = "auto"
-) -> torch.Tensor:
+def softmax_attn(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, scale: float | None = None, backend: str = "auto") -> torch.Tensor:
     """Causal softmax attention with grouped KV heads.
 
     q (B, H, T, D); k, v (B, Hkv, S, D) with H % Hkv == 0 and S >= T. The T queries are the
