@@ -414,13 +414,14 @@ def aggregate(ctx, grid: Grid, train_lens: dict) -> None:
             for r in rs:
                 by_depth[r.get("depth")].append(r)
             splits += sorted(((d, v) for d, v in by_depth.items() if d is not None), key=lambda x: x[0])
-        for split, items in splits:
-            k, n = int(sum(r["value"] for r in items)), len(items)
+
+        def record_acc(metric_name: str, hits: list, **fields) -> None:
+            """One accuracy record of this cell: hits / n with its 95% Wilson interval."""
+            k, n = int(sum(hits)), len(hits)
             lo, hi = wilson(k, n)
-            extra = {"depth": split} if split != "all" else {}
             cell.record(
                 design,
-                grid.metric,
+                metric_name,
                 k / n,
                 "fraction",
                 "measured",
@@ -431,30 +432,15 @@ def aggregate(ctx, grid: Grid, train_lens: dict) -> None:
                 ci_high=hi,
                 train_len=train_lens.get(design),
                 dtype="float32",
-                **grid.fields,
+                **fields,
                 **group,
-                **extra,
             )
+
+        for split, items in splits:
+            record_acc(grid.metric, [r["value"] for r in items], **grid.fields, **({"depth": split} if split != "all" else {}))
         diag = [r["lookups_correct"] for r in rs if r.get("lookups_correct") is not None]
         if diag:  # the multi-hop diagnostic: the same chains as k single lookups, every key given
-            k, n = int(sum(diag)), len(diag)
-            lo, hi = wilson(k, n)
-            cell.record(
-                design,
-                f"{grid.metric.split('/')[0]}/lookup_acc",
-                k / n,
-                "fraction",
-                "measured",
-                task=grid.task,
-                context_len=L,
-                n=n,
-                ci_low=lo,
-                ci_high=hi,
-                train_len=train_lens.get(design),
-                dtype="float32",
-                scoring="every hop, intermediate keys given (diagnostic)",
-                **group,
-            )
+            record_acc(f"{grid.metric.split('/')[0]}/lookup_acc", diag, scoring="every hop, intermediate keys given (diagnostic)")
         cell.commit()
         overall = sum(r["value"] for r in rs) / len(rs)
         ctx.console.print(f"  {design:<18} n={L:>9,} {group or ''} acc={overall:.2f} ({len(rs)} probes)")
