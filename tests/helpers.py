@@ -12,3 +12,17 @@ config_mod.register()
 def compose_cfg(overrides: list[str]):
     with initialize_config_module(config_module="attnbench.conf", version_base="1.3"):
         return compose(config_name="config", overrides=overrides)
+
+
+# The tiny backbone and task of the training tests (a few steps on 2 CPU cores).
+TINY_BACKBONE = [
+    "model.d_model=32",
+    "model.n_heads=2",
+    "model.n_kv_heads=1",
+    "model.head_dim=16",
+    "model.d_expert=32",
+    "model.n_experts=2",
+    "model.top_k_experts=1",
+]
+TINY_TASK = ["task.n_keys=8", "task.n_values=8", "task.n_filler=8"]
+TINY_STAGE = "train.stages=[{n_keys: 8, n_values: 8, n_filler: 8, n_pairs: 2, context_len: 12, n_queries: 2}]"

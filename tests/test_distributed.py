@@ -24,7 +24,7 @@ from attnbench import checkpoints, distributed
 from attnbench.config import ConfigError
 from attnbench.train import train
 
-from helpers import compose_cfg
+from helpers import TINY_BACKBONE, TINY_STAGE, TINY_TASK, compose_cfg
 
 # A tiny model whose steps take milliseconds. balance_coef=1 makes the MoE balance loss count
 # (a balance loss of per-process batches instead of the global batch moves the curve by ~1e-3),
@@ -32,18 +32,10 @@ from helpers import compose_cfg
 TINY = [
     "exp.designs=[softmax]",
     "design=softmax",
-    "model.d_model=32",
+    *TINY_BACKBONE,
     "model.n_layers=2",
-    "model.n_heads=2",
-    "model.n_kv_heads=1",
-    "model.head_dim=16",
-    "model.d_expert=32",
-    "model.n_experts=2",
-    "model.top_k_experts=1",
     "model.balance_coef=1.0",
-    "task.n_keys=8",
-    "task.n_values=8",
-    "task.n_filler=8",
+    *TINY_TASK,
     "eval.chains=1",
     "train.batch=11",
     "train.lr=3e-3",
@@ -53,7 +45,7 @@ TINY = [
     "train.checkpoint_every=4",
     "train.patience=100000",
     "train.max_steps=200",
-    "train.stages=[{n_keys: 8, n_values: 8, n_filler: 8, n_pairs: 2, context_len: 12, n_queries: 2}]",
+    TINY_STAGE,
 ]
 TOKENS_PER_STEP = 11 * 14  # rows x (context 12 + 2 queries)
 TOL = 1e-5  # nats; fp32 rounding of a different summation order is ~1e-6 here

@@ -20,21 +20,13 @@ import torch
 from attnbench import cli
 from attnbench.experiments import EXPERIMENTS, NEEDS_CUDA
 
-from helpers import compose_cfg
+from helpers import TINY_BACKBONE, compose_cfg
 
 EXPS = sorted(p.stem for p in resources.files("attnbench.conf").joinpath("exp").iterdir() if p.name.endswith(".yaml"))
 STATUSES = {"measured", "projected", "analytic", "skipped", "failed"}
 
 # A training run of a few steps on a tiny backbone and a one-stage curriculum.
-TINY_MODEL = [
-    "model.d_model=32",
-    "model.n_heads=2",
-    "model.n_kv_heads=1",
-    "model.head_dim=16",
-    "model.d_expert=32",
-    "model.n_experts=2",
-    "model.top_k_experts=1",
-]
+TINY_MODEL = TINY_BACKBONE
 TINY_TRAIN = [
     "task.n_keys=16",
     "task.n_values=16",

@@ -19,20 +19,12 @@ from attnbench.tasks.generate import niah
 from attnbench.tasks.levels import batch_levels
 from attnbench.train import checkpoint_key, get_model, train, vocab_of
 
-from helpers import compose_cfg
+from helpers import TINY_BACKBONE, TINY_STAGE, TINY_TASK, compose_cfg
 
 TINY = [
-    "model.d_model=32",
+    *TINY_BACKBONE,
     "model.n_layers=2",
-    "model.n_heads=2",
-    "model.n_kv_heads=1",
-    "model.head_dim=16",
-    "model.d_expert=32",
-    "model.n_experts=2",
-    "model.top_k_experts=1",
-    "task.n_keys=8",
-    "task.n_values=8",
-    "task.n_filler=8",
+    *TINY_TASK,
     "train.batch=32",
     "train.lr=3e-3",
     "train.warmup=10",
@@ -40,7 +32,7 @@ TINY = [
     "train.log_every=5",
     "train.checkpoint_every=20",
     "train.patience=100000",
-    "train.stages=[{n_keys: 8, n_values: 8, n_filler: 8, n_pairs: 2, context_len: 12, n_queries: 2}]",
+    TINY_STAGE,
 ]
 
 
