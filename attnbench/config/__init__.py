@@ -43,10 +43,9 @@ from .schema import (
     execution_free,
     register,
 )
+from .errors import ConfigError, parse_duration
 from .validate import (
-    ConfigError,
     hardware_profiles,
-    parse_duration,
     smoke_bytes,
     validate,
     validate_bench,
@@ -54,8 +53,8 @@ from .validate import (
     validate_hardware,
     validate_kernels,
     validate_memory,
-    validate_tasks,
 )
+from .validate_tasks import validate_tasks
 
 
 def selected_designs(cfg) -> list[str]:
