@@ -142,7 +142,7 @@ def variant(cfg, name, **design):
 
 
 @pytest.mark.parametrize("name", ["softmax", "sliding_window", "msa", "lightning_hybrid"])
-@pytest.mark.parametrize("position", ["rope", "nope", "logn"])
+@pytest.mark.parametrize("position", ["rope", "nope", "logn", "nope_logn"])
 def test_position_schemes_keep_prefill_equal_to_full_forward(cfg, name, position):
     c = variant(cfg, name, position=position)
     model = build(c, name)
@@ -152,17 +152,17 @@ def test_position_schemes_keep_prefill_equal_to_full_forward(cfg, name, position
         got, _ = logits_in_chunks(model, idx, 13)
     assert rel(got, full) <= 1e-5, f"{name}/{position}: rel err {rel(got, full):.2e}"
     has_logn = any(n.endswith("logn.s") for n, _ in model.named_parameters())
-    assert has_logn == (position == "logn")
+    assert has_logn == position.endswith("logn")
 
 
 def test_position_schemes_differ_where_they_should(cfg):
-    """nope ignores where a token is; rope and partial RoPE do not; logn scales with the count."""
+    """nope ignores where a token is; rope and partial RoPE do not; logn and nope_logn scale with the count."""
     from attnbench.model.common import Position
 
     q = torch.randn(1, 2, 5, cfg.model.head_dim, dtype=torch.float64)
     by = {
         p: Position(cfg.model, variant(cfg, "softmax", position=p).attention.softmax, cfg.model.head_dim, 2)
-        for p in ("rope", "partial", "nope", "logn")
+        for p in ("rope", "partial", "nope", "logn", "nope_logn")
     }
     assert torch.equal(by["nope"].query(q, 7), q)
     rot = by["partial"].rope.rot
@@ -173,6 +173,11 @@ def test_position_schemes_differ_where_they_should(cfg):
     s = by["logn"].logn.s.detach().double()
     want = by["partial"].query(q, 7) * (s.view(-1, 1, 1) * torch.log(torch.arange(8, 13, dtype=torch.float64))[:, None])
     assert torch.allclose(by["logn"].query(q, 7), want.to(q.dtype))
+    # nope_logn: no RoPE on q or k, the same scale
+    s = by["nope_logn"].logn.s.detach().double()
+    assert torch.equal(by["nope_logn"].key(q, 7), q)
+    want = q * (s.view(-1, 1, 1) * torch.log(torch.arange(8, 13, dtype=torch.float64))[:, None])
+    assert torch.allclose(by["nope_logn"].query(q, 7), want.to(q.dtype))
 
 
 def test_qkv_conv_variant_streams_and_is_causal(cfg):

@@ -128,12 +128,12 @@ def needle_effective(data: RunData) -> pd.DataFrame:
     rows = []
     for name in designs(d):
         t = train[train["design"] == name] if train is not None else pd.DataFrame()
-        L = float(t["train_len"].iloc[0]) if len(t) and pd.notna(t["train_len"].iloc[0]) else float("nan")
-        at16 = d[(d["design"] == name) & (d["context_len"] == 16 * L)] if L == L and L > 0 else d.iloc[0:0]
+        L = float(t["train_len"].iloc[0]) if len(t) else float("nan")  # NaN (no training record): no 16x cell
+        at16 = d[(d["design"] == name) & (d["context_len"] == 16 * L)]
         rows.append(
             {
                 "design": name,
-                "trained to (tokens)": f"{L:.0f}" if L == L else "—",
+                "trained to (tokens)": f"{L:.0f}" if pd.notna(L) else "—",
                 "effective length (lower bound > 0.5)": effective_length(df, name)[1],
                 "accuracy at 16x the training length": _acc(at16) if (at16["status"] == "measured").any() else "—",
             }
