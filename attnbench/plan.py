@@ -19,6 +19,10 @@ from .evaluate import PeakRSS
 from .model import Model
 
 CALIBRATION_LENGTHS = (2048, 8192, 16384)
+# Designs with an attending softmax or msa layer: their n^2 term is small against the linear one
+# below 16K, so a fit from short lengths alone can miss it (msa at 256K once took 8.7x its
+# estimate); a point at 32K pins it.
+QUADRATIC_LENGTHS = (4096, 16384, 32768)
 
 
 @dataclass
@@ -68,11 +72,24 @@ def _fit_time(ns: np.ndarray, ts: np.ndarray, quadratic: bool) -> tuple[float, f
 
 
 @torch.no_grad()
-def measure_prefill(
-    model: Model, device: torch.device, chunk: int, vocab_size: int, lengths: tuple[int, ...] = CALIBRATION_LENGTHS
-) -> Calibration:
-    """Time and peak memory of this model's chunked prefill at a few short lengths, the basis of
-    the eval planner's estimates (not bench.calibrate.calibrate, which fits the machine's roofline)."""
+def is_quadratic(model: Model) -> bool:
+    """Prefill cost is quadratic only through softmax or msa layers that attend (not the last
+    layer, which only writes its cache during a prefill: Model.prefill)."""
+    return any(c in "SM" for c in model.layout[:-1])
+
+
+def calibration_lengths(model: Model, longest: int) -> tuple[int, ...]:
+    """CALIBRATION_LENGTHS, or QUADRATIC_LENGTHS for a quadratic design; a grid whose longest
+    context is shorter is timed at longest / 8, / 2 and itself (nothing longer than it evaluates)."""
+    lengths = QUADRATIC_LENGTHS if is_quadratic(model) else CALIBRATION_LENGTHS
+    if longest >= lengths[-1]:
+        return lengths
+    return tuple(sorted({max(256, longest // 8), max(256, longest // 2), longest}))
+
+
+def measure_prefill(model: Model, device: torch.device, chunk: int, vocab_size: int, lengths: tuple[int, ...]) -> Calibration:
+    """Time and peak memory of this model's chunked prefill at a few short lengths (calibration_lengths),
+    the basis of the eval planner's estimates (not bench.calibrate.calibrate, which fits the machine's roofline)."""
     gen = torch.Generator().manual_seed(0)
     times, sizes, work = [], [], 0.0
     for n in lengths:
@@ -89,9 +106,7 @@ def measure_prefill(
         work = max(work, (peak.peak - before - cache.nbytes()) * max(1.0, chunk / n))
         del cache
     ns = np.asarray(lengths, dtype=np.float64)
-    # Prefill cost is quadratic only through softmax or msa layers that attend (not the last
-    # layer, which only writes its cache during a prefill: Model.prefill).
-    a, b = _fit_time(ns, np.asarray(times), quadratic=any(c in "SM" for c in model.layout[:-1]))
+    a, b = _fit_time(ns, np.asarray(times), quadratic=is_quadratic(model))
     d = (sizes[-1] - sizes[0]) / (lengths[-1] - lengths[0])
     c = max(0.0, sizes[0] - d * lengths[0])
     return Calibration(a, b, c, d, max(0.0, work), tuple(lengths))

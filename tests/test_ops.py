@@ -101,10 +101,11 @@ def test_lightning_chunking_and_segments_agree_with_recurrence(monkeypatch):
         (128, 16384, 500.0),
         (5, 16384, 2.0),
         (16, 40, 30.0),
+        (5, 16384, 10.0),  # 15 chunks in groups of 2: the last group holds one
+        (None, None, 500.0),  # the defaults: chunk_for(D), segment_for
     ]:  # small exponents: many scan groups
-        monkeypatch.setattr(lightning_ref, "SEGMENT", segment)
         monkeypatch.setattr(lightning_ref, "SCAN_EXPONENT", exponent)
-        o, s = lightning_ref.lightning_attn(q, k, v, decay, chunk=chunk)
+        o, s = lightning_ref.lightning_attn(q, k, v, decay, chunk=chunk, segment=segment)
         assert_close(o, want_o, what=f"o chunk={chunk} segment={segment}")
         assert_close(s, want_s, what=f"state chunk={chunk} segment={segment}")
 

@@ -109,12 +109,14 @@ def lightning_cost(phase, n, a: Arch, B, e, impl) -> Cost:
         flops = 2 * BH * T * (C * (Dk + Dv) + 2 * Dk * Dv)
         io = BH * T * (2 * Dk + 2 * Dv) * e + (2 * state if phase == "decode" else state)
         return c.add("lightning", flops, io, 1)
-    from attnbench.kernels.lightning.reference import CHUNK, SEGMENT
+    from attnbench.kernels.lightning.reference import chunk_for, segment_for
 
-    full, tail = divmod(T, SEGMENT)  # the reference runs SEGMENT tokens at a time
-    for L, times in ((SEGMENT, full), (tail, 1)):
+    chunk = chunk_for(Dk)
+    segment = segment_for(BH, chunk)
+    full, tail = divmod(T, segment)  # the reference runs `segment` tokens at a time
+    for L, times in ((segment, full), (tail, 1)):
         if L and times:
-            c = c + _lightning_segment(L, BH, Dk, Dv, e, state, CHUNK, a.n_heads).scaled(times)
+            c = c + _lightning_segment(L, BH, Dk, Dv, e, state, chunk, a.n_heads).scaled(times)
     return c.add("glue", 0, 0, 40, kind="vec")  # slicing, reshapes, masks: ~70 torch ops a call in all
 
 
@@ -138,12 +140,13 @@ def _lightning_segment(L, BH, Dk, Dv, e, state, chunk, H) -> Cost:
         scores = BH * tok * C_ * F32  # (B, H, N, C, C): q k^T, then times the decay mask
         qd, vd, st = BH * tok * Dk * F32, BH * tok * Dv * F32, N_ * state
         c.add("q k^T", 2 * BH * tok * C_ * Dk, 2 * qd + scores, 1, kind="small", alloc=scores, alloc_each=scores)
-        c.add("decay mask", 0, 2 * scores, 8, kind="vec", alloc=scores, alloc_each=scores)
+        c.add("decay mask", 0, 2 * scores, 33, kind="vec", alloc=scores, alloc_each=scores)  # with the decay factors' ops and views
         c.add("scores v", 2 * BH * tok * C_ * Dv, scores + 2 * vd, 1, kind="small", alloc=vd, alloc_each=vd)
         c.add("k to chunk end", 0, 2 * qd, 4, kind="vec", alloc=qd, alloc_each=qd)
         c.add("chunk states k^T v", 2 * BH * tok * Dk * Dv, qd + vd + st, 1, kind="small", alloc=st, alloc_each=st)
-        # float64 scan: a cumulative sum per group of chunks, ~10 passes over the float64 states
-        c.add("state scan", 0, 20 * st, 12 + 19 * scan_groups(N_, C_, H), kind="vec", alloc=3 * st, alloc_each=2 * st)
+        # float64 scan: one cumulative sum over all groups of chunks, ~10 passes over the float64
+        # states, and a loop of two small ops per group for the states entering the groups
+        c.add("state scan", 0, 20 * st, 39 + 3 * scan_groups(N_, C_, H), kind="vec", alloc=3 * st, alloc_each=2 * st)
         c.add("q from chunk start", 0, 2 * qd, 4, kind="vec", alloc=qd, alloc_each=qd)
         c.add("q S_in", 2 * BH * tok * Dk * Dv, qd + st + vd, 1, kind="small", alloc=vd, alloc_each=vd)
         c.add("intra + inter", 0, 3 * vd, 1, kind="vec", alloc=vd, alloc_each=vd)

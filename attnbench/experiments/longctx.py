@@ -25,7 +25,7 @@ from attnbench.evaluate import PeakRSS, ProbeResult, batch_accuracy, run_sample,
 from attnbench.experiments.train import record_training, training_facts
 from attnbench.kernels import for_layout
 from attnbench.kernels import label as backend_label
-from attnbench.plan import measure_prefill, memory_allowed
+from attnbench.plan import calibration_lengths, measure_prefill, memory_allowed
 from attnbench.results import read_jsonl
 from attnbench.tasks.data import cached_samples
 from attnbench.tasks.generate import Sample, niah
@@ -125,7 +125,10 @@ def run_grid(ctx, grid: Grid) -> None:
     lengths = sorted(cfg.eval.context_lens)
 
     ctx.console.print("calibrating prefill cost per design ...")
-    cal = {name: measure_prefill(t.model, dev, cfg.eval.chunk, cfg.model.vocab_size) for name, t in models.items()}
+    cal = {
+        name: measure_prefill(t.model, dev, cfg.eval.chunk, cfg.model.vocab_size, calibration_lengths(t.model, lengths[-1]))
+        for name, t in models.items()
+    }
     hw = hardware_for_run(ctx) if dev.type == "cpu" else None  # the peak each prefill's GFLOP/s is held to
 
     def haystacks(L):

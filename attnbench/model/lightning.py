@@ -92,7 +92,8 @@ class LightningAttention(nn.Module):
     def forward(self, x: torch.Tensor, cache: LinearState | None = None):
         """x (B, T, C) -> (y (B, T, C), aux loss 0). With a cache: starts from and updates its state."""
         B, T, _ = x.shape
-        q, k, v = F.silu(self.mix(self.qkv(x), cache)).view(B, T, 3, self.H, self.D).permute(2, 0, 3, 1, 4)  # (B, H, T, D)
+        qkv = F.silu(self.mix(self.qkv(x), cache)).view(B, T, 3, self.H, self.D)
+        q, k, v = qkv.permute(2, 0, 3, 1, 4).contiguous()  # (B, H, T, D) each; one copy for the three
         o, state = lightning_attn(q, k, v, self.decay, initial_state=cache.state if cache is not None else None)
         if cache is not None:
             cache.state, cache.length = state, cache.length + T
