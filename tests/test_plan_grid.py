@@ -20,8 +20,8 @@ def haystacks(L):
     return 6 if L <= 16 * K else 2
 
 
-def run(budget_s, names=("hybrid", "softmax", "lightning"), mem_cap=1e12):
-    return plan_grid(list(names), LENGTHS, [{}], estimate, haystacks, budget_s, mem_cap, 16 * K, "test")
+def run(budget_s, names=("hybrid", "softmax", "lightning"), mem_cap=1e12, unlearned=frozenset()):
+    return plan_grid(list(names), LENGTHS, [{}], estimate, haystacks, budget_s, mem_cap, 16 * K, "test", unlearned)
 
 
 def cells(planned):
@@ -66,6 +66,20 @@ def test_leftovers_go_to_the_cells_still_waiting():
     assert got[("hybrid", 4096 * K)] == ["fair"] * 2 and got[("softmax", 64 * K)] == ["fair"] * 2
     assert got[("softmax", 256 * K)] == ["leftover"] * 2
     assert ("softmax", 1024 * K) not in got
+
+
+def test_a_design_that_did_not_learn_gets_its_short_cells_and_only_what_is_left_at_the_end():
+    # a three-way split leaves the hybrid's 4M cell (84 s) to the leftovers; without "lightning"
+    # in the split, the hybrid's share covers it, and lightning's long cells come after every
+    # learned design's cell in the leftover pass
+    assert cells(run(300.0)[0])[("hybrid", 4096 * K)] == ["leftover"] * 2
+    planned, skipped = run(300.0, unlearned=frozenset({"lightning"}))
+    got = cells(planned)
+    assert all(got[("lightning", L)] == ["short"] * 6 for L in LENGTHS[:3])
+    assert got[("hybrid", 4096 * K)] == ["fair"] * 2
+    assert not any(ph == "fair" for c, _, _, ph in planned if c["design"] == "lightning")
+    leftover = [(c["design"] == "lightning", c["context_len"]) for c, _, _, ph in planned if ph == "leftover"]
+    assert leftover == sorted(leftover) and leftover[0][0] is False and leftover[-1][0] is True
 
 
 def test_memory_cap_skips_with_a_reason():

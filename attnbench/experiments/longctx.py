@@ -148,6 +148,7 @@ def run_grid(ctx, grid: Grid) -> None:
         mem_cap,
         cfg.eval.short_len,
         cfg.exp.budget,
+        frozenset(name for name, L in train_lens.items() if not L),  # passed no curriculum stage
     )
     names = list(models)
     skipped.sort(key=lambda c: (c[0]["context_len"], names.index(c[0]["design"])))
@@ -312,7 +313,16 @@ def prefill_efficiency(cfg, design: str, n: int, prefills: int, seconds: float, 
 
 
 def plan_grid(
-    names: list[str], lengths: list[int], groups: list[dict], estimate, haystacks, left: float, mem_cap: float, short_len: int, budget: str
+    names: list[str],
+    lengths: list[int],
+    groups: list[dict],
+    estimate,
+    haystacks,
+    left: float,
+    mem_cap: float,
+    short_len: int,
+    budget: str,
+    unlearned: frozenset[str] = frozenset(),
 ):
     """Which (design, length, group) cells run, in run order; the rest skipped with a reason.
 
@@ -320,10 +330,13 @@ def plan_grid(
     left: seconds of the budget left. Three passes, each in ascending length, the headline
     design (names[0]) first at each length:
       short     every design at every length <= short_len (the short cells are never starved);
-      fair      what is left is shared equally: each design takes its longer lengths while their
-                total fits its share (so no design's long cells starve the others);
+      fair      what is left is shared equally among the designs that learned: each takes its
+                longer lengths while their total fits its share (so no design's long cells
+                starve the others);
       leftover  the shares a design could not use go to the cells still waiting (the designs
-                whose cells cost the most, e.g. quadratic ones, get every length that still fits).
+                whose cells cost the most, e.g. quadratic ones, get every length that still
+                fits), the cells of the designs in `unlearned` last: a model that never passed
+                a curriculum stage says nothing about its design far past it.
     A cell needs all its haystacks to fit. Returns planned [(coords, haystack, estimate, pass)]
     and skipped [(coords, estimate, reason)].
     """
@@ -359,16 +372,17 @@ def plan_grid(
             )
         else:
             waiting.append(cell)
-    share = max(0.0, left) / max(1, len(names))
+    share = max(0.0, left) / max(1, len([n for n in names if n not in unlearned]))
     spent = {name: 0.0 for name in names}
     rest = []
     for cell in waiting:
-        if spent[cell[1]] + cell[4] <= share:
+        if cell[1] not in unlearned and spent[cell[1]] + cell[4] <= share:
             take(cell, "fair")
             spent[cell[1]] += cell[4]
         else:
             rest.append(cell)
     pool = max(0.0, left) - sum(spent.values())
+    rest.sort(key=lambda cell: cell[1] in unlearned)  # stable: ascending length within each part
     for cell in rest:
         if cell[4] <= pool:
             take(cell, "leftover")

@@ -26,7 +26,7 @@ import torch
 import torch.utils.benchmark as benchmark
 
 ROOT = Path(__file__).resolve().parents[2]
-BASE = "fd8dc89"  # main when issue 13 started
+BASE = "de2a40e"  # main before the 2026-12-01 prefill changes (issue 13)
 sys.path.insert(0, str(ROOT / "tests"))
 
 
@@ -52,8 +52,8 @@ def alternate(old, new, calls: int) -> dict:
     t_old, t_new = [], []
     before = load()
     for _ in range(calls):
-        t_old.append(benchmark.Timer(stmt="f()", globals={"f": old}).timeit(1).median)
-        t_new.append(benchmark.Timer(stmt="f()", globals={"f": new}).timeit(1).median)
+        t_old.append(benchmark.Timer(stmt="f()", globals={"f": old}, num_threads=torch.get_num_threads()).timeit(1).median)
+        t_new.append(benchmark.Timer(stmt="f()", globals={"f": new}, num_threads=torch.get_num_threads()).timeit(1).median)
     after = load()
     ratios = [a / b for a, b in zip(t_old, t_new)]
     return {"value": statistics.median(ratios), "ratio_min": min(ratios), "ratio_max": max(ratios),
@@ -151,7 +151,7 @@ def msa_train_step(calls: int, B: int = 16, T: int = 1024):
                  new="msa step (current code)", **common, **alternate(step("softmax"), step("msa"), calls))]
 
 
-def lightning_op(calls: int, H: int = 2, D: int = 32, T: int = 65536):
+def lightning_op(calls: int, H: int = 8, D: int = 8, T: int = 65536):
     """lightning_attn forward on one prefill chunk (the hybrid's shapes by default)."""
     from attnbench.kernels.lightning import reference as new
     from attnbench.model.lightning import decay_rates
@@ -166,11 +166,13 @@ def lightning_op(calls: int, H: int = 2, D: int = 32, T: int = 65536):
     run = lambda f: lambda: f(q, k, v, decay)
     with torch.no_grad():
         return [dict(design="lightning", metric="speedup/lightning_op", unit="x", context_len=T, heads=H, head_dim=D,
-                     what="lightning_attn forward, B 1", old=f"{BASE}: Python loop over chunks for the float64 state",
-                     new="cumulative-sum scan per group of chunks", **alternate(run(old.lightning_attn), run(new.lightning_attn), calls))]
+                     what="lightning_attn forward, B 1, contiguous inputs",
+                     old=f"{BASE}: chunk 64, segments of 16384 tokens, a loop of cumulative sums per scan group",
+                     new="chunk_for(D), segment_for (8 MiB of scores), one cumulative sum for all scan groups",
+                     **alternate(run(old.lightning_attn), run(new.lightning_attn), calls))]
 
 
-def moe_forward(calls: int, T: int = 65536):
+def moe_forward(calls: int, T: int = 16384):
     """The MoE layer of the tiny backbone on one prefill chunk (no gradient)."""
     import types as _types
 
@@ -186,23 +188,24 @@ def moe_forward(calls: int, T: int = 65536):
     with torch.no_grad():
         close(moe(x)[0], old_forward(x)[0], "y", rtol=0, atol=0)
         return [dict(design="-", metric="speedup/moe_forward", unit="x", context_len=T, what="MoE layer forward (E 4, top 2)",
-                     old=f"{BASE}: nonzero + gather + out-of-place index_add per expert",
-                     new="one sorted dispatch, one in-place index_add", **alternate(lambda: old_forward(x), lambda: moe(x), calls))]
+                     old=f"{BASE}: one argsort dispatch for all experts, cat, one index_add",
+                     new="per expert: nonzero, gather, in-place index_add", **alternate(lambda: old_forward(x), lambda: moe(x), calls))]
 
 
-def prefill(calls: int, design: str = "lightning_hybrid", n: int = 65536, chunk: int = 65536):
-    """Model.prefill of a shipped-size model over n tokens (old: lightning reference and MoE at BASE)."""
+def prefill(calls: int, design: str = "lightning_hybrid_h8", n: int = 262144, chunk: int = 16384, old_chunk: int = 65536):
+    """Model.prefill of a shipped-size model over n tokens (old: lightning reference and MoE at BASE, and
+    BASE's eval.chunk; the lightning layer's one contiguous copy of q, k, v is in both)."""
     import types as _types
 
+    from attnbench.kernels.backend import _function
     from attnbench.kernels.lightning import reference as lref
-    from attnbench.model import Model
+    from attnbench.train import get_model
     from helpers import compose_cfg
 
     old_l = old_module("kernels/lightning/reference.py", "old_lightning_reference")
     old_m = old_module("attnbench/model/moe.py", "old_moe")
-    cfg = compose_cfg([])
-    torch.manual_seed(0)
-    model = Model(cfg.model, cfg.attention[design]).eval()
+    cfg = compose_cfg(["+exp=needle_4m"])
+    model = get_model(cfg, design, torch.device("cpu")).model.eval()  # the shipped model (random weights run slower)
     x = torch.randint(cfg.model.vocab_size, (1, n), generator=torch.Generator().manual_seed(0))
 
     def run(use_old):
@@ -212,15 +215,18 @@ def prefill(calls: int, design: str = "lightning_hybrid", n: int = 65536, chunk:
                 lref.lightning_attn = old_l.lightning_attn
                 for b in model.blocks:
                     b.moe.forward = _types.MethodType(old_m.MoE.forward, b.moe)
+            _function.cache_clear()  # the backend caches the function it resolved first
             try:
                 cache = model.new_cache()
                 cache.reserve(n)
                 with torch.no_grad():
-                    for s0 in range(0, n, chunk):
-                        model.prefill(x[:, s0 : s0 + chunk], cache)
+                    step = old_chunk if use_old else chunk
+                    for s0 in range(0, n, step):
+                        model.prefill(x[:, s0 : s0 + step], cache)
                 return cache
             finally:
                 lref.lightning_attn = saved
+                _function.cache_clear()
                 for b in model.blocks:
                     b.moe.__dict__.pop("forward", None)
         return go
@@ -229,14 +235,16 @@ def prefill(calls: int, design: str = "lightning_hybrid", n: int = 65536, chunk:
     for la, lb in zip(a.layers, b.layers):
         if getattr(la, "state", None) is not None:
             close(lb.state, la.state, "state")
-    return [dict(design=design, metric="speedup/prefill", unit="x", context_len=n, chunk=chunk,
-                 what=f"Model.prefill of {n} tokens (8 layers, tiny model), B 1",
-                 old=f"{BASE}: lightning reference and MoE", new="current", **alternate(run(True), run(False), calls))]
+    return [dict(design=design, metric="speedup/prefill", unit="x", context_len=n, chunk=chunk, old_chunk=old_chunk,
+                 what=f"Model.prefill of {n} tokens (the shipped 8-layer tiny model), B 1",
+                 old=f"{BASE}: lightning reference and MoE, eval.chunk {old_chunk}", new=f"current, eval.chunk {chunk}",
+                 **alternate(run(True), run(False), calls))]
 
 
-CASES = {CASES = {"msa_train_layer": msa_train_layer, "msa_train_layer_2048": lambda c: msa_train_layer(c, 16, 2048),
+CASES = {"msa_train_layer": msa_train_layer, "msa_train_layer_2048": lambda c: msa_train_layer(c, 16, 2048),
          "msa_train_step": msa_train_step, "lightning_op": lightning_op,
-         "lightning_op_kernels": lambda c: lightning_op(c, 8, 64), "moe_forward": moe_forward, "prefill_hybrid": prefill}
+         "lightning_op_kernels": lambda c: lightning_op(c, 8, 64), "lightning_op_h2": lambda c: lightning_op(c, 2, 32),
+         "moe_forward": moe_forward, "prefill_hybrid": prefill}
 
 
 def main() -> None:

@@ -76,6 +76,7 @@ def _scan(kv, rate, state):
     rate = rate.view(1, H, 1, 1, 1, 1)
     g = max(1, min(N, int(SCAN_EXPONENT / max(float(rate.max()), 1e-30))))
     groups = -(-N // g)
+    g = -(-N // groups)  # the same number of groups, evened out: at most groups - 1 padding chunks
     last = N - (groups - 1) * g  # chunks of the last group (zero kv pads it to g)
     part = F.pad(kv.double(), (0, 0, 0, 0, 0, groups * g - N)).view(B, H, groups, g, Dk, Dv)
     m = torch.arange(g, dtype=torch.float64, device=kv.device).view(1, 1, 1, g, 1, 1)
