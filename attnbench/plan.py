@@ -78,6 +78,18 @@ def is_quadratic(model: Model) -> bool:
     return any(c in "SM" for c in model.layout[:-1])
 
 
+# Prefill chunk of the designs whose layers do not attend across chunks (eval.chunk for the
+# others): their big per-chunk intermediates (projections, MoE rows) stay under 32 MiB, which glibc
+# would map afresh on every call (page faults). A softmax or msa layer pays a masked attention for
+# every chunk after the first, so those designs take the longer eval.chunk.
+LINEAR_CHUNK = 16384
+
+
+def prefill_chunk(model: Model, chunk: int) -> int:
+    """The prefill chunk of this model: eval.chunk, or at most LINEAR_CHUNK for a linear design."""
+    return chunk if is_quadratic(model) else min(chunk, LINEAR_CHUNK)
+
+
 def calibration_lengths(model: Model, longest: int) -> tuple[int, ...]:
     """CALIBRATION_LENGTHS, or QUADRATIC_LENGTHS for a quadratic design; a grid whose longest
     context is shorter is timed at longest / 8, / 2 and itself (nothing longer than it evaluates)."""

@@ -80,6 +80,7 @@ def test_a_design_that_did_not_learn_gets_its_short_cells_and_only_what_is_left_
     assert not any(ph == "fair" for c, _, _, ph in planned if c["design"] == "lightning")
     leftover = [(c["design"] == "lightning", c["context_len"]) for c, _, _, ph in planned if ph == "leftover"]
     assert leftover == sorted(leftover) and leftover[0][0] is False and leftover[-1][0] is True
+    assert any("no curriculum stage" in reason for c, _, reason in skipped if c["design"] == "lightning")
 
 
 def test_memory_cap_skips_with_a_reason():

@@ -162,7 +162,7 @@ class EvalConfig:
     hops: List[int] = field(default_factory=lambda: [1, 2, 3, 4])
     hop_tasks: List[HopTask] = field(default_factory=lambda: [HopTask.chain])
     chains: int = 3  # chains per haystack (one probe each); chains x (hops + 1) <= the 16 value symbols
-    chunk: int = 16384  # prefill chunk, tokens: its intermediates stay under 32 MiB, which glibc would map afresh (page faults) every call
+    chunk: int = 65536  # prefill chunk, tokens (linear designs take at most plan.LINEAR_CHUNK)
     train_len_samples: int = 200  # probes of the sanity check at the training length
     memory_fraction: float = 0.5  # a cell may use at most this fraction of the available memory
 

@@ -25,7 +25,7 @@ from attnbench.evaluate import PeakRSS, ProbeResult, batch_accuracy, run_sample,
 from attnbench.experiments.train import record_training, training_facts
 from attnbench.kernels import for_layout
 from attnbench.kernels import label as backend_label
-from attnbench.plan import calibration_lengths, measure_prefill, memory_allowed
+from attnbench.plan import calibration_lengths, measure_prefill, memory_allowed, prefill_chunk
 from attnbench.results import read_jsonl
 from attnbench.tasks.data import cached_samples
 from attnbench.tasks.generate import Sample, niah
@@ -126,7 +126,9 @@ def run_grid(ctx, grid: Grid) -> None:
 
     ctx.console.print("calibrating prefill cost per design ...")
     cal = {
-        name: measure_prefill(t.model, dev, cfg.eval.chunk, cfg.model.vocab_size, calibration_lengths(t.model, lengths[-1]))
+        name: measure_prefill(
+            t.model, dev, prefill_chunk(t.model, cfg.eval.chunk), cfg.model.vocab_size, calibration_lengths(t.model, lengths[-1])
+        )
         for name, t in models.items()
     }
     hw = hardware_for_run(ctx) if dev.type == "cpu" else None  # the peak each prefill's GFLOP/s is held to
@@ -232,7 +234,7 @@ def run_grid(ctx, grid: Grid) -> None:
                 results: list[ProbeResult] = []
                 costs: defaultdict[str, float] = defaultdict(float)
                 for sample in samples:
-                    got, c = run_sample(model, sample, dev, cfg.eval.chunk)
+                    got, c = run_sample(model, sample, dev, prefill_chunk(model, cfg.eval.chunk))
                     results += got
                     for k, v in c.items():
                         costs[k] += v if k != "cache_bytes" else 0
@@ -274,6 +276,7 @@ def run_grid(ctx, grid: Grid) -> None:
                 estimated_s=round(est.seconds, 1),
                 planned=phase,
                 haystacks=len(samples),
+                chunk=prefill_chunk(model, cfg.eval.chunk),
                 load_before=load_before,
                 load=load_after,
                 noisy=noisy(load_before, load_after),
@@ -388,13 +391,17 @@ def plan_grid(
             take(cell, "leftover")
             pool -= cell[4]
         else:
+            why = (
+                "passed no curriculum stage, so its long cells get only the leftovers, last"
+                if cell[1] in unlearned
+                else f"more than its fair share ({share / 60:.1f} min of exp.budget={budget})"
+            )
             skipped.append(
                 (
                     cell[2],
                     cell[3],
-                    f"would take ~{cell[4] / 60:.1f} min for {haystacks(cell[0])} haystacks, more "
-                    f"than its fair share ({share / 60:.1f} min of exp.budget={budget}) and the "
-                    f"{pool / 60:.1f} min the other designs left",
+                    f"would take ~{cell[4] / 60:.1f} min for {haystacks(cell[0])} haystacks, {why}, and the "
+                    f"{pool / 60:.1f} min the other designs left did not cover it",
                 )
             )
     return planned, skipped

@@ -295,3 +295,33 @@ def preset_params(data: RunData) -> pd.DataFrame:
         return out
     out["_p"], out["_d"] = out["preset"].map(order), out["design"].map(lambda d: (DESIGN_ORDER + (d,)).index(d))
     return out.sort_values(["_p", "_d"]).drop(columns=["_p", "_d"])
+
+
+# ---------------------------------------------------------------- cpu_speedups
+
+
+@table("cpu_speedups/speedups")
+def cpu_speedups(data: RunData) -> pd.DataFrame:
+    """experiments/cpu_speedups/measure.py: old / new time per pair of alternating calls."""
+    df = data.records
+    rows = []
+    for _, r in df[df["metric"].astype(str).str.startswith("speedup/")].iterrows():
+        shape = f"H {r['heads']:.0f}, D {r['head_dim']:.0f}" if "heads" in r and pd.notna(r.get("heads")) else "—"
+        rows.append(
+            {
+                "case": r["case"],
+                "what": r["what"],
+                "old": r["old"],
+                "new": r["new"],
+                "tokens": fmt_len(r["context_len"]),
+                "shape": shape,
+                "threads": f"{r['threads']:.0f}",
+                "old s (median)": f"{r['old_s']:.3f}",
+                "new s (median)": f"{r['new_s']:.3f}",
+                "speedup (median of pairs)": f"{r['v']:.2f}x",
+                "pairs (min–max)": f"{r['ratio_min']:.2f}–{r['ratio_max']:.2f}",
+                "calls": f"{r['calls']:.0f}",
+                "load (1 min)": f"{r['load_before']:.2f}–{r['load_after']:.2f}",
+            }
+        )
+    return pd.DataFrame(rows)
