@@ -62,6 +62,8 @@ def test_softmax_attn_queries_aligned_to_last_keys():
     assert_close(K.softmax_attn(q, k, v, scale=0.3), softmax_naive(*double(q, k, v), scale=0.3), what="o")
     one = K.softmax_attn(q[:, :, -1:], k, v)
     assert_close(one, softmax_naive(*double(q[:, :, -1:], k, v)), what="decode")
+    with torch.no_grad():  # the CPU prefill path: cached keys and the last T keys merged by log-sum-exp
+        assert_close(K.softmax_attn(q, k, v, scale=0.3), softmax_naive(*double(q, k, v), scale=0.3), what="o (no grad)")
 
 
 @pytest.mark.parametrize("B,H,Hkv,T,D", SHAPES)

@@ -107,6 +107,24 @@ def kernels_cpu(data: RunData) -> pd.DataFrame:
     return pd.DataFrame(rows).fillna("—")
 
 
+@table("kernels/efficiency")
+def kernels_efficiency(data: RunData) -> pd.DataFrame:
+    """Achieved GFLOP/s of each timed op (the cost model's FLOP count) and its fraction of the fp32
+    matmul peak calibrated at the start of the run (older records carry neither: —)."""
+    d = metric(data.records, "latency/prefill_ms")
+    d = d[d["status"] == "measured"]
+    rows = []
+    for L, g in d.groupby("context_len"):
+        row = {"T": f"{L:.0f}"}
+        for (op, backend), gg in g.groupby(["op", "backend"], sort=False):
+            r = gg.iloc[0]
+            rate = r.get("gflop_per_s")
+            frac = r.get("peak_fraction")
+            row[f"{op} ({backend})"] = "—" if pd.isna(rate) else f"{rate:.1f}" + ("" if pd.isna(frac) else f" ({100 * frac:.0f}%)")
+        rows.append(row)
+    return pd.DataFrame(rows).fillna("—")
+
+
 # ---------------------------------------------------------------- msa_speedup
 
 
