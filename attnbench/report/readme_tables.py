@@ -166,6 +166,8 @@ def needle_cost(data: RunData) -> pd.DataFrame:
         r = rss[(rss["design"] == name) & (rss["context_len"] == L)]["v"]
         est = g["estimated_s"].astype(float) if "estimated_s" in g.columns else pd.Series(dtype=float)
         ratio = (g["v"] / est).where(est > 0)
+        rate = g["gflop_per_s"].astype(float) if "gflop_per_s" in g.columns else pd.Series(dtype=float)
+        frac = g["peak_fraction"].astype(float) if "peak_fraction" in g.columns else pd.Series(dtype=float)
         rows.append(
             {
                 "_order": (designs(pre).index(name), L),
@@ -175,6 +177,9 @@ def needle_cost(data: RunData) -> pd.DataFrame:
                 "prefill s (mean)": f"{g['v'].mean():.2f}",
                 "prefill s (min–max)": f"{g['v'].min():.2f}–{g['v'].max():.2f}",
                 "measured / estimated": f"{ratio.mean():.2f}" if ratio.notna().any() else "—",
+                "GFLOP/s (% of peak), mean": (f"{rate.mean():.1f}" + (f" ({100 * frac.mean():.0f}%)" if frac.notna().any() else ""))
+                if rate.notna().any()
+                else "—",
                 "cache": fmt_bytes(c.max()) if len(c) else "—",
                 "process peak RSS (not per cell)": fmt_bytes(r.max()) if len(r) else "—",
             }
