@@ -256,6 +256,7 @@ def run(cfg: DictConfig, run_dir: Path) -> None:
 
     from . import distributed
     from .experiments import NEEDS_CUDA, runner
+    from .heap import keep_freed_memory
     from .kernels import force
     from .results import Recorder
     from .runner import RunContext, config_dict, config_hash, resolve_device, seed_everything
@@ -265,6 +266,7 @@ def run(cfg: DictConfig, run_dir: Path) -> None:
     previous = signal.getsignal(signal.SIGTERM) if distributed.active() else signal.signal(signal.SIGTERM, _raise_terminated)
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
+    keep_freed_memory()  # large activations reuse the heap's pages (attnbench/heap.py)
     seeds = seed_everything(cfg.seed)
     no_cuda = cfg.exp.name in NEEDS_CUDA and not torch.cuda.is_available()  # it records its designs skipped
     device = distributed.process_device(resolve_device("cpu" if no_cuda else cfg.device))

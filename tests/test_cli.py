@@ -283,3 +283,14 @@ def test_a_failed_run_states_its_error_in_footer_and_report(tmp_path, monkeypatc
     html = (tmp_path / "run" / "report.html").read_text()
     assert "1 run failed (RuntimeError: the haystack caught fire)" in html  # the badge at the top
     assert "failed" in html and html.count("the haystack caught fire") >= 2  # and the caveat
+
+
+def test_runs_keep_freed_memory_where_glibc_allows():
+    """Every run sets glibc's malloc thresholds (attnbench/heap.py, called by cli.run): on Linux with
+    glibc mallopt accepts them; elsewhere the call says it did not apply."""
+    import platform
+
+    from attnbench.heap import keep_freed_memory
+
+    applies = sys.platform.startswith("linux") and platform.libc_ver()[0] == "glibc"
+    assert keep_freed_memory() is applies

@@ -6,7 +6,8 @@
     mem_bandwidth           bytes/s of copying 256 MiB into an existing tensor (read + write)
     exp_rate                exponentials/s on a cache-resident 64 x 1024 tensor
     alloc_bandwidth         bytes/s of first-touching a fresh 64 MiB tensor (page faults), the
-                            fill time of an existing tensor taken off
+                            fill time of an existing tensor taken off; 0 (free) when a new tensor
+                            fills within 5% of an existing one's time (attnbench.heap keeps pages)
     launch_s                seconds per torch op of a short functional sequence (views, small ops)
     cache_bytes             the largest per-core cache (sysfs): re-reads of data that fits there are free
     module_op_s             seconds per torch op of a tiny nn.Module MLP (module call overhead included)
@@ -52,7 +53,8 @@ def calibrate(base: HardwareConfig, *, min_run_time: float = 0.3) -> tuple[Hardw
     reused = torch.empty(fresh_n)
     fill = t(lambda: reused.fill_(1.0))
     fresh = t(lambda: torch.empty(fresh_n).fill_(1.0))
-    alloc = fresh_n * 4 / max(fresh - fill, 1e-9)
+    # 0 = free: in a process that keeps freed memory (attnbench.heap) a new 64 MiB tensor reuses pages
+    alloc = fresh_n * 4 / (fresh - fill) if fresh > 1.05 * fill else 0.0
 
     logits, exps = torch.randn(64, 1024), torch.empty(64, 1024)  # cache-resident: the exp units, not memory
     exp_rate = logits.numel() / t(lambda: torch.exp(logits, out=exps))
@@ -169,7 +171,8 @@ def hardware_for_run(ctx) -> HardwareConfig:
         ctx.record("-", f"calibration/{key}", value, unit, "measured", layout="", hardware=hw.name)
     ctx.console.print(
         f"  calibrated {hw.name}: matmul {hw.flops['float32'] / 1e9:.0f} GFLOP/s, small x{hw.small_matmul_efficiency:.2f}, "
-        f"copy {hw.mem_bandwidth / 1e9:.1f} GB/s, page faults {hw.alloc_bandwidth / 1e9:.2f} GB/s, "
-        f"exp {hw.exp_rate / 1e9:.2f} G/s, op {hw.launch_s * 1e6:.1f} us, module op {hw.module_op_s * 1e6:.1f} us"
+        f"copy {hw.mem_bandwidth / 1e9:.1f} GB/s, page faults "
+        + (f"{hw.alloc_bandwidth / 1e9:.2f} GB/s, " if hw.alloc_bandwidth else "none (freed pages reused), ")
+        + f"exp {hw.exp_rate / 1e9:.2f} G/s, op {hw.launch_s * 1e6:.1f} us, module op {hw.module_op_s * 1e6:.1f} us"
     )
     return hw

@@ -46,14 +46,21 @@ def load() -> float:
     return os.getloadavg()[0]
 
 
-def alternate(old, new, calls: int) -> dict:
-    """Time old() and new() alternately `calls` times each (one call per measurement)."""
-    old(), new()  # warm-up (and compile)
+def timed(f) -> float:
+    """Seconds of one call of f (torch.utils.benchmark, this process's threads)."""
+    return benchmark.Timer(stmt="f()", globals={"f": f}, num_threads=torch.get_num_threads()).timeit(1).median
+
+
+def alternate(old, new, calls: int, time_one=timed) -> dict:
+    """Time old() and new() alternately `calls` times each (one call per measurement); time_one(f)
+    gives the seconds of one call (a case that runs each call in its own process passes its own)."""
+    if time_one is timed:
+        old(), new()  # warm-up (and compile)
     t_old, t_new = [], []
     before = load()
     for _ in range(calls):
-        t_old.append(benchmark.Timer(stmt="f()", globals={"f": old}, num_threads=torch.get_num_threads()).timeit(1).median)
-        t_new.append(benchmark.Timer(stmt="f()", globals={"f": new}, num_threads=torch.get_num_threads()).timeit(1).median)
+        t_old.append(time_one(old))
+        t_new.append(time_one(new))
     after = load()
     ratios = [a / b for a, b in zip(t_old, t_new)]
     return {"value": statistics.median(ratios), "ratio_min": min(ratios), "ratio_max": max(ratios),
@@ -151,6 +158,69 @@ def msa_train_step(calls: int, B: int = 16, T: int = 1024):
                  new="msa step (current code)", **common, **alternate(step("softmax"), step("msa"), calls))]
 
 
+def lightning_op_16k(calls: int, H: int = 8, D: int = 8, T: int = 16384):
+    """lightning_attn forward on one 16K-token prefill chunk of the hybrid: the 8 MiB segment bound
+    (two segments) against SEGMENT_BYTES now (one); same code otherwise."""
+    from attnbench.kernels.lightning.reference import SEGMENT_BYTES, chunk_for, lightning_attn
+    from attnbench.model.lightning import decay_rates
+
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.nn.functional.silu(torch.randn(1, H, T, D, generator=g)) for _ in range(3))
+    decay, C = decay_rates(H, 0, 8), chunk_for(D)
+    old_segment = (8 << 20) // (H * C * 4) // C * C
+
+    def run(seg):
+        return lambda: lightning_attn(q, k, v, decay, segment=seg)
+
+    with torch.no_grad():
+        (oo, os_), (no, ns) = run(old_segment)(), run(None)()
+        close(no, oo, "o"), close(ns, os_, "state")
+        return [dict(design="lightning", metric="speedup/lightning_op", unit="x", context_len=T, heads=H, head_dim=D,
+                     what="lightning_attn forward, B 1, contiguous inputs",
+                     old=f"segments of 8 MiB of scores ({old_segment} tokens)",
+                     new=f"segments of {SEGMENT_BYTES >> 20} MiB of scores (one segment)",
+                     **alternate(run(old_segment), run(None), calls))]
+
+
+HEAP_CHILD = """
+import sys, time, torch
+sys.path.insert(0, {tests!r})
+from attnbench.heap import keep_freed_memory
+from attnbench.train import get_model
+from helpers import compose_cfg
+if {keep}:
+    assert keep_freed_memory()
+torch.set_num_threads({threads})
+cfg = compose_cfg(["+exp=needle_4m"])
+model = get_model(cfg, {design!r}, torch.device("cpu")).model.eval()
+x = torch.randint(cfg.model.vocab_size, (1, {n}), generator=torch.Generator().manual_seed(0))
+def go():
+    cache = model.new_cache()
+    cache.reserve({n})
+    start = time.perf_counter()
+    with torch.no_grad():
+        for s0 in range(0, {n}, {chunk}):
+            model.prefill(x[:, s0 : s0 + {chunk}], cache)
+    return time.perf_counter() - start
+go()  # warm-up
+print(go())
+"""
+
+
+def prefill_heap(calls: int, design: str = "lightning_hybrid_h8", n: int = 262144, chunk: int = 16384):
+    """Model.prefill of n tokens in a fresh process with glibc's default malloc settings against
+    one that called attnbench.heap.keep_freed_memory() (a process-wide setting, so each timed
+    call is its own process: a warm-up prefill, then one timed prefill; processes alternate)."""
+    def child(keep: bool):
+        src = HEAP_CHILD.format(tests=str(ROOT / "tests"), keep=keep, threads=torch.get_num_threads(), design=design, n=n, chunk=chunk)
+        return lambda: float(subprocess.run([sys.executable, "-c", src], capture_output=True, text=True, check=True, cwd=ROOT).stdout.split()[-1])
+
+    return [dict(design=design, metric="speedup/prefill", unit="x", context_len=n, chunk=chunk,
+                 what=f"Model.prefill of {n} tokens (the shipped 8-layer tiny model), B 1, one process a call",
+                 old="glibc's default malloc thresholds", new="attnbench.heap.keep_freed_memory()",
+                 **alternate(child(False), child(True), calls, time_one=lambda f: f()))]
+
+
 def lightning_op(calls: int, H: int = 8, D: int = 8, T: int = 65536):
     """lightning_attn forward on one prefill chunk (the hybrid's shapes by default)."""
     from attnbench.kernels.lightning import reference as new
@@ -168,7 +238,7 @@ def lightning_op(calls: int, H: int = 8, D: int = 8, T: int = 65536):
         return [dict(design="lightning", metric="speedup/lightning_op", unit="x", context_len=T, heads=H, head_dim=D,
                      what="lightning_attn forward, B 1, contiguous inputs",
                      old=f"{BASE}: chunk 64, segments of 16384 tokens, a loop of cumulative sums per scan group",
-                     new="chunk_for(D), segment_for (8 MiB of scores), one cumulative sum for all scan groups",
+                     new=f"chunk_for(D), segment_for ({new.SEGMENT_BYTES >> 20} MiB of scores), one cumulative sum for all scan groups",
                      **alternate(run(old.lightning_attn), run(new.lightning_attn), calls))]
 
 
@@ -244,7 +314,8 @@ def prefill(calls: int, design: str = "lightning_hybrid_h8", n: int = 262144, ch
 CASES = {"msa_train_layer": msa_train_layer, "msa_train_layer_2048": lambda c: msa_train_layer(c, 16, 2048),
          "msa_train_step": msa_train_step, "lightning_op": lightning_op,
          "lightning_op_kernels": lambda c: lightning_op(c, 8, 64), "lightning_op_h2": lambda c: lightning_op(c, 2, 32),
-         "moe_forward": moe_forward, "prefill_hybrid": prefill}
+         "moe_forward": moe_forward, "prefill_hybrid": prefill,
+         "lightning_op_16k": lightning_op_16k, "prefill_heap": prefill_heap}
 
 
 def main() -> None:
@@ -255,9 +326,11 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results.jsonl")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
+    from attnbench.heap import keep_freed_memory
     from attnbench.results import Recorder, stable_hash
 
-    config = {"base": BASE, "threads": args.threads, "calls": args.calls}
+    heap = "kept" if keep_freed_memory() else "default"  # as in every attnbench run (attnbench/heap.py)
+    config = {"base": BASE, "threads": args.threads, "calls": args.calls, "heap": heap}
     rec = Recorder(args.out, "cpu_speedups", config, stable_hash(config))
     start = time.perf_counter()
     for case in args.cases:

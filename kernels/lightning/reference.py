@@ -22,9 +22,12 @@ import torch.nn.functional as F
 # 32 and 64 (experiments/cpu_speedups); the Triton kernel keeps its own CHUNK.
 CHUNK_MIN, CHUNK_MAX = 32, 128
 # Tokens in flight: a segment's (B, H, tokens, C) scores stay within this many bytes, so the
-# big intermediates are reused from the allocator's heap (no fresh pages to fault in: glibc maps
-# allocations of 32 MiB and more anew each time) and stay close to the cores' caches.
-SEGMENT_BYTES = 8 << 20
+# big intermediates stay close to the cores' caches and, without attnbench.heap's malloc
+# settings, below glibc's 32 MiB mmap threshold (fresh pages to fault in on every call). 16 MiB
+# holds a whole 16K-token prefill chunk of the hybrid (H 8, C 32) in one segment: each split
+# costs three strided copies and a cat (experiments/cpu_speedups, case lightning_op_16k); for
+# D 64 (C 128) segments of 2,048 and 4,096 tokens time the same.
+SEGMENT_BYTES = 16 << 20
 SCAN_EXPONENT = 500.0  # largest exponent of the chunk-state scan's growing factor (float64 max ~ e^709)
 
 
