@@ -53,7 +53,7 @@ def calibrate(base: HardwareConfig, *, min_run_time: float = 0.3) -> tuple[Hardw
     reused = torch.empty(fresh_n)
     fill = t(lambda: reused.fill_(1.0))
     fresh = t(lambda: torch.empty(fresh_n).fill_(1.0))
-    # 0 = free: in a process that keeps freed memory (attnbench.heap) a new 64 MiB tensor reuses pages
+    # 0 = free: where the heap keeps freed memory (attnbench.heap) a new 64 MiB tensor can reuse pages
     alloc = fresh_n * 4 / (fresh - fill) if fresh > 1.05 * fill else 0.0
 
     logits, exps = torch.randn(64, 1024), torch.empty(64, 1024)  # cache-resident: the exp units, not memory

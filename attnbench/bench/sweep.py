@@ -5,7 +5,7 @@ the time with the cost model; then, group by group (the letters of one (scope, p
 one after the other, in the same process, under the same load; cheapest groups first), skip a cell
 if one call would exceed bench.max_call_s or the rest of the run's budget, else time it and record
 latency/<phase>_ms with the prediction beside the measurement, its achieved GFLOP/s and fraction
-of the calibrated peak, and its load (noisy when above the core count). Cells are resumable.
+of the calibrated peak, and its load (noisy when half a core above the core count). Cells are resumable.
 record_model_errors turns them into costmodel/rel_error (predicted / measured): the cost model's
 accuracy on this machine is a recorded benchmark, with the load it was measured under.
 

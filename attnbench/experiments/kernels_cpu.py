@@ -4,7 +4,7 @@ The references are what every CPU user runs. For each T in kernels.shapes.length
 process: causal SDPA (the baseline, GQA), then lightning, sliding window and msa (selection plus
 attention; the two parts are also timed alone), all forward, fp32, same B / H / Hkv / D. Each
 timing is a median of at least 3 calls with its spread (attnbench.bench.timing), and every cell
-records os.getloadavg() before and after (`noisy` when above the core count), because the CPU
+records os.getloadavg() before and after (`noisy` when half a core above the core count), because the CPU
 may be shared. Each timing also records its achieved GFLOP/s (the cost model's FLOP count of
 the op) and its fraction of the fp32 matmul peak calibrated at the start of the run.
 
@@ -115,7 +115,7 @@ def timings(ctx, T: int, dtype: torch.dtype, ops: list[str], peak: float | None 
             f"  T={T:<6} {name:<15} {backend:<9} {t.median_ms:10.1f} ms  [{t.p25_ms:.1f}, {t.p75_ms:.1f}] n={t.n}"
             + (f"  {eff['gflop_per_s']:.1f} GFLOP/s" if eff else "")
             + (f" ({100 * eff['peak_fraction']:.0f}% of peak)" if "peak_fraction" in eff else "")
-            + ("  NOISY (load > cores)" if t.noisy else "")
+            + ("  NOISY (load > cores + 0.5)" if t.noisy else "")
         )
         return t.median_ms
 
@@ -237,7 +237,7 @@ def summary(ctx) -> str:
         lines.append(f"| {T} | " + " | ".join(cells) + f" | {', '.join(f'{v:.2f}' for v in load) if load else '-'} |")
         eff.append(f"| {T} | " + " | ".join(rates) + " |")
     if noisy:
-        lines += ["", "\\* noisy: the load average exceeded the core count while this was timed (an upper bound)."]
+        lines += ["", "\\* noisy: the load average exceeded the core count by half a core while this was timed (an upper bound)."]
     return "\n".join(lines + eff) + "\n"
 
 

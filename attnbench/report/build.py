@@ -271,7 +271,7 @@ def caveats(data: RunData) -> list[str]:
         if not noisy.empty:
             by = ", ".join(f"{m} ({n})" for m, n in noisy["metric"].value_counts().sort_index().items())
             out.append(
-                f"Noisy timings: {len(noisy)} were taken while the load average exceeded the core count "
+                f"Noisy timings: {len(noisy)} were taken while the load average exceeded the core count by half a core "
                 f"({by}; each record says noisy=true, hollow markers in the efficiency figure). Other processes "
                 f"shared the cores: such a time is an upper bound and a ratio between two of them is uncertain."
             )

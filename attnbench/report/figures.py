@@ -113,7 +113,7 @@ def _crossovers(ax, x: pd.DataFrame, names: list[str]) -> None:
     ("eval/prefill_s",),
     "Left: wall time of one haystack's streaming prefill (solid) and the roofline, the cost model's FLOPs "
     "over the fp32 matmul peak calibrated at the start of the run (dashed). Right: the fraction of that "
-    "peak reached. Hollow markers: noisy (the load average exceeded the core count while it ran).",
+    "peak reached. Hollow markers: noisy (the load average exceeded the core count by half a core while it ran).",
 )
 def efficiency(df: pd.DataFrame) -> Figure | None:
     d = metric(df, "eval/prefill_s")
