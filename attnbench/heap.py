@@ -3,7 +3,7 @@
 A streaming prefill allocates and frees the same few 1-100 MB activations thousands of times.
 glibc's malloc by default maps blocks of 32 MiB and more with mmap and unmaps them on free, and
 trims the top of its heap when a large block is freed there: every new tensor then faults its
-pages in again (~1 us a 4 KiB page), which made the elementwise ops of the hybrid's prefill run
+pages in again (about 2 us a 4 KiB page here), which made the elementwise ops of the hybrid's prefill run
 at a fraction of memory speed (experiments/cpu_speedups, case prefill_heap).
 
 ``keep_freed_memory()`` raises both thresholds with mallopt: blocks below MMAP_THRESHOLD come

@@ -62,6 +62,10 @@ def test_softmax_attn_queries_aligned_to_last_keys():
     assert_close(K.softmax_attn(q, k, v, scale=0.3), softmax_naive(*double(q, k, v), scale=0.3), what="o")
     one = K.softmax_attn(q[:, :, -1:], k, v)
     assert_close(one, softmax_naive(*double(q[:, :, -1:], k, v)), what="decode")
+    # decode stacks a KV group's query heads as its queries: heads 0, 1 read KV head 0, heads 2, 3 KV head 1
+    one = K.softmax_attn(q[:, :, -1:], k, v, scale=0.3)
+    assert_close(one, softmax_naive(*double(q[:, :, -1:], k, v), scale=0.3), what="decode (scale)")
+    assert_close(one[:, 2:], softmax_naive(*double(q[:, 2:, -1:], k[:, 1:], v[:, 1:]), scale=0.3), what="decode (group 1)")
     with torch.no_grad():  # the CPU prefill path: cached keys and the last T keys merged by log-sum-exp
         assert_close(K.softmax_attn(q, k, v, scale=0.3), softmax_naive(*double(q, k, v), scale=0.3), what="o (no grad)")
 
