@@ -125,12 +125,13 @@ def sum_window(T: int, w: int) -> float:
     return ramp * (ramp + 1) / 2 + max(0, T - w) * w
 
 
-def kv_reads(B, H, G, n, D, e, reference: bool) -> tuple[float, float, float]:
-    """(bytes, re-read bytes, working set) of the K and V one decode step reads. A fused kernel
-    reads each KV head once; torch's CPU SDPA reads them once per query head (GQA not shared),
-    and those re-reads are free only while one head's K and V fit in a core's cache."""
+def kv_reads(B, H, G, n, D, e, per_head: bool) -> tuple[float, float, float]:
+    """(bytes, re-read bytes, working set) of the K and V one decode step reads. A fused kernel,
+    or SDPA given a KV group's query heads as its queries, reads each KV head once; torch's CPU
+    SDPA with enable_gqa (per_head) reads them once per query head, and those re-reads are free
+    only while one head's K and V fit in a core's cache."""
     once = e * B * 2 * G * n * D
-    if not reference or H == G:
+    if not per_head or H == G:
         return once, 0.0, 0.0
     return once, once * (H // G - 1), e * 2 * n * D
 

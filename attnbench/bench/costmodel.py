@@ -62,8 +62,9 @@ def softmax_cost(phase, n, a: Arch, B, e, impl) -> Cost:
             2 if ref else 1,
             fresh=B * H * n * D * e if ref else 0,
         )
+    # the reference's decode stacks a KV group's query heads as its queries: each KV head read once
     return attention(
-        c, "attention", B, H, D, n, e * B * 2 * H * D, 2 if ref else 1, kv=kv_reads(B, H, G, n, D, e, ref), kind="matvec" if ref else "mm"
+        c, "attention", B, H, D, n, e * B * 2 * H * D, 2 if ref else 1, kv=kv_reads(B, H, G, n, D, e, False), kind="matvec" if ref else "mm"
     )
 
 
