@@ -161,13 +161,13 @@ def msa_train_step(calls: int, B: int = 16, T: int = 1024):
 def lightning_op_16k(calls: int, H: int = 8, D: int = 8, T: int = 16384):
     """lightning_attn forward on one 16K-token prefill chunk of the hybrid: the 8 MiB segment bound
     (two segments) against SEGMENT_BYTES now (one); same code otherwise."""
-    from attnbench.kernels.lightning.reference import SEGMENT_BYTES, chunk_for, lightning_attn
+    from attnbench.kernels.lightning.reference import SEGMENT_BYTES, chunk_for, lightning_attn, segment_for
     from attnbench.model.lightning import decay_rates
 
     g = torch.Generator().manual_seed(0)
     q, k, v = (torch.nn.functional.silu(torch.randn(1, H, T, D, generator=g)) for _ in range(3))
-    decay, C = decay_rates(H, 0, 8), chunk_for(D)
-    old_segment = (8 << 20) // (H * C * 4) // C * C
+    decay = decay_rates(H, 0, 8)
+    old_segment = segment_for(H, chunk_for(D), budget=8 << 20)
 
     def run(seg):
         return lambda: lightning_attn(q, k, v, decay, segment=seg)
@@ -219,6 +219,32 @@ def prefill_heap(calls: int, design: str = "lightning_hybrid_h8", n: int = 26214
                  what=f"Model.prefill of {n} tokens (the shipped 8-layer tiny model), B 1, one process a call",
                  old="glibc's default malloc thresholds", new="attnbench.heap.keep_freed_memory()",
                  **alternate(child(False), child(True), calls, time_one=lambda f: f()))]
+
+
+def softmax_decode(calls: int, H: int = 8, G: int = 2, D: int = 64, S: int = 65536):
+    """One softmax decode step against S cached keys (GQA, a cache reserved longer than S, as the
+    model's): SDPA with enable_gqa (the reference before) against each KV group's query heads
+    given as that group's queries (softmax_attn now)."""
+    import torch.nn.functional as F
+
+    from attnbench.kernels.softmax.reference import softmax_attn
+
+    g = torch.Generator().manual_seed(0)
+    kb, vb = (torch.randn(1, G, S + 1024, D, generator=g) for _ in range(2))
+    k, v, q = kb[:, :, :S], vb[:, :, :S], torch.randn(1, H, 1, D, generator=g)
+
+    def old():
+        return F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
+
+    def new():
+        return softmax_attn(q, k, v)
+
+    with torch.no_grad():
+        close(new(), old(), "o")
+        return [dict(design="softmax", metric="speedup/softmax_decode", unit="x", context_len=S, heads=H, kv_heads=G, head_dim=D,
+                     what="softmax_attn, one query against the cache, B 1",
+                     old="SDPA with enable_gqa", new="a KV group's query heads as its queries (no enable_gqa)",
+                     **alternate(old, new, calls))]
 
 
 def lightning_op(calls: int, H: int = 8, D: int = 8, T: int = 65536):
@@ -315,7 +341,8 @@ CASES = {"msa_train_layer": msa_train_layer, "msa_train_layer_2048": lambda c: m
          "msa_train_step": msa_train_step, "lightning_op": lightning_op,
          "lightning_op_kernels": lambda c: lightning_op(c, 8, 64), "lightning_op_h2": lambda c: lightning_op(c, 2, 32),
          "moe_forward": moe_forward, "prefill_hybrid": prefill,
-         "lightning_op_16k": lightning_op_16k, "prefill_heap": prefill_heap}
+         "lightning_op_16k": lightning_op_16k, "prefill_heap": prefill_heap,
+         "softmax_decode": softmax_decode, "softmax_decode_256k": lambda c: softmax_decode(c, S=262144)}
 
 
 def main() -> None:

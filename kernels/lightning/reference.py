@@ -36,9 +36,9 @@ def chunk_for(head_dim: int) -> int:
     return max(CHUNK_MIN, min(CHUNK_MAX, 2 * head_dim))
 
 
-def segment_for(batch_heads: int, chunk: int, element_bytes: int = 4) -> int:
-    """Tokens a segment holds: whole chunks whose (B H, tokens, C) scores fit SEGMENT_BYTES."""
-    return max(chunk, SEGMENT_BYTES // (batch_heads * chunk * element_bytes) // chunk * chunk)
+def segment_for(batch_heads: int, chunk: int, element_bytes: int = 4, budget: int = SEGMENT_BYTES) -> int:
+    """Tokens a segment holds: whole chunks whose (B H, tokens, C) scores fit `budget` bytes."""
+    return max(chunk, budget // (batch_heads * chunk * element_bytes) // chunk * chunk)
 
 
 def _chunks(q, k, v, s, state):

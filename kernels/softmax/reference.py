@@ -20,7 +20,7 @@ def softmax_attn(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, scale: fl
     if T == S:
         return F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale, enable_gqa=gqa)
     if T == 1:  # one query at the end sees every key: a KV group's query heads become its queries
-        # (no mask, no repeated K/V: SDPA's enable_gqa on the CPU ran 2-3x slower at long caches)
+        # (no mask, no repeated K/V: experiments/cpu_speedups, cases softmax_decode*)
         B, H, _, D = q.shape
         G = k.shape[1]
         return F.scaled_dot_product_attention(q.reshape(B, G, H // G, D), k, v, scale=scale).reshape(B, H, 1, v.shape[-1])
