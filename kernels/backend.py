@@ -50,6 +50,7 @@ def reset() -> None:
     """Forget the resolved backends and the environment's choice (tests that change either)."""
     env_backend.cache_clear()
     _resolve.cache_clear()
+    _IMPLEMENTATIONS.clear()
     has_triton_kernel.cache_clear()
 
 
@@ -109,9 +110,19 @@ def label(ran: dict[str, str]) -> str:
     return kinds.pop() if len(kinds) == 1 else ",".join(f"{op}:{b}" for op, b in sorted(ran.items()))
 
 
+# (op, name, backend asked, forced backend, device type) -> the function. A plain dict, not an
+# lru_cache, so torch.compile reads a call's function from it and traces into the op (it cannot
+# trace the import behind a first lookup; Model.compile_prefill looks every op up before compiling).
+_IMPLEMENTATIONS: dict[tuple, Callable] = {}
+
+
 def implementation(op: str, name: str, backend: str, device: torch.device) -> Callable:
     """The function ``name`` of ``op`` for the resolved backend (triton imported lazily)."""
-    return _function(op, name, choose(op, backend, device))
+    key = (op, name, backend, _forced, device.type)
+    fn = _IMPLEMENTATIONS.get(key)
+    if fn is None:
+        fn = _IMPLEMENTATIONS[key] = _function(op, name, choose(op, backend, device))
+    return fn
 
 
 @lru_cache(maxsize=None)

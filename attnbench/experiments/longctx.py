@@ -124,6 +124,26 @@ def run_grid(ctx, grid: Grid) -> None:
     mem_cap = memory_allowed(cfg.eval.memory_fraction)
     lengths = sorted(cfg.eval.context_lens)
 
+    if cfg.eval.compile:
+        for name, t in models.items():
+            began = time.perf_counter()
+            if t.model.compile_prefill(prefill_chunk(t.model, cfg.eval.chunk)):
+                seconds = time.perf_counter() - began
+                ctx.console.print(
+                    f"  {name}: prefill compiled for chunks of {prefill_chunk(t.model, cfg.eval.chunk):,} tokens in {seconds:.1f} s"
+                )
+                cell = ctx.cell(design=name, part="compile")
+                if not cell.done:
+                    cell.record(
+                        name,
+                        "eval/compile_s",
+                        seconds,
+                        "s",
+                        "measured",
+                        chunk=prefill_chunk(t.model, cfg.eval.chunk),
+                        note="torch.compile of the lightning blocks' prefill, with its warm-up prefill (Model.compile_prefill)",
+                    )
+                    cell.commit()
     ctx.console.print("calibrating prefill cost per design ...")
     cal = {
         name: measure_prefill(
@@ -277,6 +297,7 @@ def run_grid(ctx, grid: Grid) -> None:
                 planned=phase,
                 haystacks=len(samples),
                 chunk=prefill_chunk(model, cfg.eval.chunk),
+                compiled=model.compiled_for(coords["context_len"]),
                 load_before=load_before,
                 load=load_after,
                 noisy=noisy(load_before, load_after),

@@ -11,7 +11,7 @@ Everything but the attention is identical across designs.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Callable, cast
 
 import copy
 from dataclasses import dataclass
@@ -111,7 +111,15 @@ class ModelCache:
             c.restore(s)
 
 
+def _block_step(block: Block, x: torch.Tensor, cache):
+    """One block of a prefill (the function Model.compile_prefill compiles)."""
+    return block(x, cache)
+
+
 class Model(nn.Module):
+    # (chunk length, the compiled _block_step) once compile_prefill ran
+    _compiled_prefill: tuple[int, Callable] | None = None
+
     def __init__(self, cfg: ModelConfig, design: DesignConfig):
         super().__init__()
         n_layers = n_layers_for(cfg, design)
@@ -163,10 +171,43 @@ class Model(nn.Module):
         full, since later layers need its outputs.
         """
         x = self.embed(idx)
-        for block, layer_cache in zip(self.blocks[:-1], cache.layers[:-1]):
-            x, _, _ = block(x, layer_cache)
+        chunk, compiled = self._compiled_prefill or (0, _block_step)
+        for block, layer_cache in zip(self.block_list[:-1], cache.layers[:-1]):
+            step = compiled if idx.shape[1] == chunk and block.letter == "L" else _block_step
+            x, _, _ = step(block, x, layer_cache)
         last = self.block_list[-1]
         last.attn.fill_cache(last.attn_norm(x), cache.layers[-1])
+
+    def compile_prefill(self, chunk: int) -> bool:
+        """From now on, prefill chunks of exactly `chunk` tokens through torch.compile'd lightning blocks.
+
+        A lightning block's prefill time goes mostly to elementwise passes and copies around small
+        matmuls, which Inductor fuses (experiments/cpu_speedups, case prefill_compiled); a softmax
+        or msa block's time is its attention, and those blocks stay eager. The graph is compiled
+        for one static chunk length, shared by every lightning block; other lengths (short
+        contexts, a last partial chunk) run eagerly: compiled with dynamic shapes the code was
+        slower than eager here and took minutes to compile (probes). The MoE's per-expert
+        dispatch (MoE.dispatch) and the cache's token count stay outside the graph. Compiles now,
+        on a warm-up prefill of two chunks of random tokens (the first starts without a state),
+        after a short eager one that resolves each op's backend, so no later prefill is charged
+        for it. Outputs match the eager prefill to fp32 rounding
+        (tests/test_model.py). Returns False, compiling nothing, for a model without lightning blocks.
+        """
+        if "L" not in self.layout[:-1]:
+            return False
+        warm = torch.randint(self.cfg.vocab_size, (1, 2 * chunk), generator=torch.Generator().manual_seed(0))
+        warm = warm.to(self.embed.weight.device)
+        with torch.no_grad():
+            self.prefill(warm[:, :16], self.new_cache())  # eager: resolves each op's backend (an import, which Dynamo cannot trace)
+            self._compiled_prefill = (chunk, torch.compile(_block_step, dynamic=False))
+            cache = self.new_cache()
+            for s in (0, chunk):
+                self.prefill(warm[:, s : s + chunk], cache)
+        return True
+
+    def compiled_for(self, n: int) -> bool:
+        """Whether a prefill of n tokens in chunks of the compiled length runs compiled blocks."""
+        return self._compiled_prefill is not None and n >= self._compiled_prefill[0]
 
     def param_counts(self) -> dict[str, int]:
         """Parameters by part, and those active for one token (top-k of E experts)."""

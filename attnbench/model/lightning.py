@@ -55,6 +55,13 @@ class LinearState:
     def nbytes(self) -> int:
         return sum(0 if t is None else t.numel() * t.element_size() for t in (self.state, self.conv_tail))
 
+    # Outside a compiled prefill's graph (Model.compile_prefill): torch.compile would otherwise
+    # specialize the graph to every value the token count takes, and recompile at each chunk.
+    @torch.compiler.disable
+    def advance(self, state: torch.Tensor, n: int) -> None:
+        """The state after n more tokens."""
+        self.state, self.length = state, self.length + n
+
 
 class LightningAttention(nn.Module):
     def __init__(self, cfg: ModelConfig, design: DesignConfig, layer: int):
@@ -96,6 +103,6 @@ class LightningAttention(nn.Module):
         q, k, v = qkv.permute(2, 0, 3, 1, 4).contiguous()  # (B, H, T, D) each; one copy for the three
         o, state = lightning_attn(q, k, v, self.decay, initial_state=cache.state if cache is not None else None)
         if cache is not None:
-            cache.state, cache.length = state, cache.length + T
+            cache.advance(state, T)
         o = self.norm(o.transpose(1, 2).reshape(B, T, self.H * self.D))
         return self.o(torch.sigmoid(self.gate(x)) * o), x.new_zeros(())

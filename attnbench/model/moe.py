@@ -73,22 +73,46 @@ class MoE(nn.Module):
         probs_NE = torch.softmax(self.router(x_NC), dim=-1)
         weight_NK, expert_NK = probs_NE.topk(self.K, dim=-1)
         weight_NK = weight_NK / weight_NK.sum(-1, keepdim=True)
-        # per expert: its (token, slot) pairs in token order, one gather of their rows, the expert's
-        # two matmuls, and an in-place index_add of the weighted outputs; the experts run in order,
-        # so a token's K contributions are summed in expert order. (Measured faster on the CPU than
-        # one argsort-based dispatch for all experts: experiments/cpu_speedups.)
-        y_NC = torch.zeros_like(x_NC)
-        counts = []
-        for e in range(self.E):
-            token, slot = (expert_NK == e).nonzero(as_tuple=True)  # (n_e,) each
-            counts.append(token.numel())
-            if counts[-1]:
-                h = F.gelu(x_NC.index_select(0, token) @ self.w_up_EFC[e].T) @ self.w_down_ECF[e].T  # (n_e, C)
-                y_NC.index_add_(0, token, h * weight_NK[token, slot][:, None])
+        y_NC, counts_E = self.dispatch(x_NC, weight_NK, expert_NK)
         routing = GLOBAL_ROUTING.get()
         if routing is None:  # the whole batch is here
-            routed_E = torch.tensor(counts, dtype=x.dtype, device=x.device) / expert_NK.numel()
+            routed_E = counts_E.to(x.dtype) / expert_NK.numel()
             balance = self.E * (routed_E * probs_NE.mean(0)).sum()
         else:  # a slice of a global batch: its share of the global batch's loss
             balance = routing.balance(self.layer, expert_NK, probs_NE)
         return y_NC.view_as(x), balance
+
+    # Each expert's rows depend on the routing (data-dependent shapes): a compiled prefill
+    # (Model.compile_prefill) runs this part eagerly between its compiled graphs.
+    @torch.compiler.disable
+    def dispatch(self, x_NC: torch.Tensor, weight_NK: torch.Tensor, expert_NK: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """-> (y_NC, the assignments per expert (E,) int64): sum_k weight_NK * expert_{expert_NK}(x_NC).
+
+        The N K assignments sorted by expert (stable: token order inside an expert), one gather
+        of their rows, each expert's two matmuls on its slice, written in place, and one index_add
+        in that order, so a token's K contributions are summed in expert order. Every buffer has
+        the same size at every call (N K rows), whatever the routing: per-expert buffers of
+        n_e rows, a different size at each prefill chunk, split glibc's freed blocks until the
+        heap grew by ~40 MB a chunk and the prefill slowed by half past 1M tokens
+        (experiments/cpu_speedups, case moe_fixed_buffers).
+        """
+        N, K = expert_NK.shape
+        expert_A = expert_NK.flatten()  # A = N K assignments, token-major
+        order_A = expert_A.argsort(stable=True)  # grouped by expert, token order inside each
+        counts_E = torch.bincount(expert_A, minlength=self.E)
+        token_A = order_A // K
+        ends = counts_E.cumsum(0).tolist()
+        spans = [(e, a, b) for e, (a, b) in enumerate(zip([0] + ends[:-1], ends)) if b > a]  # expert e: rows a..b-1
+        hidden_AF = F.gelu(_per_expert(x_NC.index_select(0, token_A), self.w_up_EFC, spans))
+        out_AC = _per_expert(hidden_AF, self.w_down_ECF, spans) * weight_NK.flatten()[order_A][:, None]
+        return torch.zeros_like(x_NC).index_add_(0, token_A, out_AC), counts_E
+
+
+def _per_expert(x_AI: torch.Tensor, w_EOI: torch.Tensor, spans: list[tuple[int, int, int]]) -> torch.Tensor:
+    """(A, O): rows a..b-1 of x times expert e's weight, for each (e, a, b) in spans (which cover all A rows)."""
+    if torch.is_grad_enabled() and (x_AI.requires_grad or w_EOI.requires_grad):  # autograd cannot differentiate out=
+        return torch.cat([x_AI[a:b] @ w_EOI[e].T for e, a, b in spans])
+    out_AO = x_AI.new_empty(x_AI.shape[0], w_EOI.shape[1])
+    for e, a, b in spans:
+        torch.mm(x_AI[a:b], w_EOI[e].T, out=out_AO[a:b])
+    return out_AO
