@@ -9,7 +9,7 @@ left or the memory allowed is recorded as ``skipped`` with the estimate, never r
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import psutil
@@ -42,16 +42,35 @@ class Calibration:
     c: float  # fixed cache bytes
     d: float  # cache bytes per token
     work_bytes: float  # working memory of one prefill chunk beyond the cache
-    lengths: tuple[int, ...]
+    lengths: tuple[int, ...]  # the calibration's prefills
+    times: tuple[float, ...] = ()  # their seconds
+    quadratic: bool = False
+    measured: tuple[tuple[int, float], ...] = ()  # (n, seconds) of this run's evaluated prefills
 
     def estimate(self, n: int, passes: int = 1) -> Estimate:
         seconds = passes * (self.a * n + self.b * n * n)
+        timed = f"prefill timed here at n = {', '.join(map(str, self.lengths))}"
+        if self.measured:
+            timed += f" and in this run's cells at n = {', '.join(str(m) for m, _ in self.measured)}"
         return Estimate(
             seconds,
             self.c + self.d * n + self.work_bytes,
-            f"t = {self.a:.3g} n + {self.b:.3g} n^2 s, cache = {self.c:.3g} + {self.d:.3g} n B "
-            f"(prefill timed here at n = {', '.join(map(str, self.lengths))})",
+            f"t = {self.a:.3g} n + {self.b:.3g} n^2 s, cache = {self.c:.3g} + {self.d:.3g} n B ({timed})",
         )
+
+    def with_measurement(self, n: int, seconds: float) -> Calibration:
+        """Refit the time with one more measured prefill (an evaluated haystack of n tokens).
+
+        Fitted from short prefills only, the time of a quadratic design 8x past its longest
+        calibration length came out 1.35x too low (experiments/needle_4m_rerun); each cell the
+        run measures pins the fit nearer the lengths still to come. A length measured again
+        keeps its latest time.
+        """
+        measured = tuple((m, t) for m, t in self.measured if m != n) + ((n, seconds),)
+        points = {**dict(zip(self.lengths, self.times)), **dict(measured)}
+        ns = np.asarray(sorted(points), dtype=np.float64)
+        a, b = _fit_time(ns, np.asarray([points[int(m)] for m in ns]), self.quadratic)
+        return replace(self, a=a, b=b, measured=measured)
 
 
 def _fit_time(ns: np.ndarray, ts: np.ndarray, quadratic: bool) -> tuple[float, float]:
@@ -121,7 +140,7 @@ def measure_prefill(model: Model, device: torch.device, chunk: int, vocab_size: 
     a, b = _fit_time(ns, np.asarray(times), quadratic=is_quadratic(model))
     d = (sizes[-1] - sizes[0]) / (lengths[-1] - lengths[0])
     c = max(0.0, sizes[0] - d * lengths[0])
-    return Calibration(a, b, c, d, max(0.0, work), tuple(lengths))
+    return Calibration(a, b, c, d, max(0.0, work), tuple(lengths), tuple(times), is_quadratic(model))
 
 
 def memory_allowed(fraction: float) -> float:

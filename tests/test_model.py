@@ -239,6 +239,12 @@ def test_moe_dispatch_equals_token_by_token_formula(cfg):
     assert rel(y, moe_naive(moe, x)) <= 1e-12
     y.square().sum().backward()
     assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in moe.parameters())
+    with torch.no_grad():  # the inference path writes each expert's rows into one buffer (out=)
+        assert rel(moe(x)[0], moe_naive(moe, x)) <= 1e-12
+        moe.router.weight[-1] = -100.0  # positive inputs never route to the last expert: it gets no rows
+        x = x.detach().abs()
+        y, _ = moe(x)
+        assert rel(y, moe_naive(moe, x)) <= 1e-12
 
 
 def test_compiled_prefill_equals_eager_prefill(cfg):

@@ -86,3 +86,24 @@ def test_a_design_that_did_not_learn_gets_its_short_cells_and_only_what_is_left_
 def test_memory_cap_skips_with_a_reason():
     planned, skipped = run(1e9, mem_cap=1e5)
     assert not planned and all("GiB" in reason for _, _, reason in skipped)
+
+
+def test_a_measured_prefill_refits_the_estimates_of_longer_cells():
+    """Calibration.with_measurement: a prefill 8x past the calibration that ran slower than its
+    fit pulls the estimate of the next length up; a length measured again keeps its latest time."""
+    from attnbench.plan import Calibration
+
+    ns = (4096, 16384, 32768)
+    cal = Calibration(
+        a=1e-5, b=1e-10, c=0.0, d=8.0, work_bytes=0.0, lengths=ns, times=tuple(1e-5 * n + 1e-10 * n * n for n in ns), quadratic=True
+    )
+    before = cal.estimate(1 << 20).seconds
+    slow = 2 * cal.estimate(262144).seconds  # the cell took twice its estimate
+    refit = cal.with_measurement(262144, slow)
+    assert refit.estimate(1 << 20).seconds > 1.5 * before
+    assert abs(refit.estimate(262144).seconds - slow) / slow < 0.05  # the fit now passes near the measured point
+    assert "in this run's cells at n = 262144" in refit.estimate(1 << 20).how
+    again = refit.with_measurement(262144, slow / 2)
+    assert again.measured == ((262144, slow / 2),) and again.estimate(1 << 20).seconds < refit.estimate(1 << 20).seconds
+    linear = Calibration(a=1e-5, b=0.0, c=0.0, d=8.0, work_bytes=0.0, lengths=(2048, 8192), times=(2048e-5, 8192e-5))
+    assert linear.with_measurement(1 << 20, 2 * (1 << 20) * 1e-5).b == 0.0  # a linear design stays linear

@@ -207,6 +207,7 @@ def run_grid(ctx, grid: Grid) -> None:
             if not ctx.console.is_terminal:  # a log file gets no live bar: one line per finished cell instead
                 ctx.console.print(f"  [{time.strftime('%H:%M:%S')}] {progress.tasks[bar].completed:.0f}/{len(planned)} {note}")
 
+        given_up: set[tuple] = set()  # cells skipped whole after the plan (their haystacks are skipped too)
         for coords, i, est, phase in planned:
             cell = ctx.cell(**coords, sample=i, part="eval")
             others = "".join(f" {k}={v}" for k, v in coords.items() if k not in ("design", "context_len"))
@@ -215,7 +216,14 @@ def run_grid(ctx, grid: Grid) -> None:
                 finished(f"{label}: recorded earlier")
                 continue
             left = budget - (time.perf_counter() - start)
-            if est.seconds > left:  # estimates were optimistic: stop spending what we don't have
+            group = {k: v for k, v in coords.items() if k not in ("design", "context_len")}
+            g_i = grid.groups.index(group)
+            est = estimate(coords["design"], coords["context_len"], g_i, group)  # refitted with every prefill measured so far
+            key = tuple(coords.items())
+            to_do = [j for j in range(haystacks(coords["context_len"])) if j >= i and not ctx.cell(**coords, sample=j, part="eval").done]
+            if key not in given_up and i == to_do[0] and est.seconds * len(to_do) > left:
+                given_up.add(key)  # a cell runs whole or not at all: no half cell that spends what a later one needed
+            if key in given_up or est.seconds > left:  # estimates were optimistic: stop spending what we don't have
                 cell2 = ctx.cell(**coords, sample=i, part="skip-late", budget=cfg.exp.budget)
                 if not cell2.done:
                     cell2.record(
@@ -227,15 +235,17 @@ def run_grid(ctx, grid: Grid) -> None:
                         task=grid.task,
                         context_len=coords["context_len"],
                         sample=i,
-                        note=f"budget ran out: ~{est.seconds:.0f} s needed, {max(0, left):.0f} s left",
+                        note=(
+                            f"budget ran out: ~{est.seconds:.0f} s a haystack needed (re-estimated from this run's prefills), "
+                            f"{max(0, left):.0f} s left"
+                            + (f"; the cell's {len(to_do)} haystacks did not fit, so none ran" if key in given_up else "")
+                        ),
                         **est.as_fields(),
                     )
                     cell2.commit()
                 finished(f"{label}: skipped, budget")
                 continue
             progress.update(bar, note=f"{label} (est {est.seconds:.0f} s)")
-            group = {k: v for k, v in coords.items() if k not in ("design", "context_len")}
-            g_i = grid.groups.index(group)
             samples = cached_samples(
                 grid.task,
                 {
@@ -286,6 +296,7 @@ def run_grid(ctx, grid: Grid) -> None:
                     **common,
                 )
             load_after = os.getloadavg()[0]
+            cal[coords["design"]] = cal[coords["design"]].with_measurement(coords["context_len"], costs["prefill_s"] / len(samples))
             eff = prefill_efficiency(cfg, coords["design"], coords["context_len"], len(samples), costs["prefill_s"], hw)
             cell.record(
                 coords["design"],

@@ -30,13 +30,13 @@ BASE = "de2a40e"  # main before the 2026-12-01 prefill changes (issue 13)
 sys.path.insert(0, str(ROOT / "tests"))
 
 
-def old_module(path: str, name: str, replace: dict[str, str] | None = None) -> types.ModuleType:
-    """kernels/... or attnbench/... at BASE, loaded as a fresh module (relative imports made absolute)."""
-    src = subprocess.run(["git", "-C", str(ROOT), "show", f"{BASE}:{path}"], capture_output=True, text=True, check=True).stdout
+def old_module(path: str, name: str, replace: dict[str, str] | None = None, rev: str = BASE) -> types.ModuleType:
+    """kernels/... or attnbench/... at BASE (or rev), loaded as a fresh module (relative imports made absolute)."""
+    src = subprocess.run(["git", "-C", str(ROOT), "show", f"{rev}:{path}"], capture_output=True, text=True, check=True).stdout
     for a, b in (replace or {}).items():
         src = src.replace(a, b)
     mod = types.ModuleType(name)
-    mod.__file__ = f"{BASE}:{path}"
+    mod.__file__ = f"{rev}:{path}"
     sys.modules[name] = mod
     exec(compile(src, mod.__file__, "exec"), mod.__dict__)
     return mod
@@ -221,6 +221,61 @@ def prefill_heap(calls: int, design: str = "lightning_hybrid_h8", n: int = 26214
                  **alternate(child(False), child(True), calls, time_one=lambda f: f()))]
 
 
+PER_EXPERT = "9e2ba07"  # main before the MoE's fixed-size buffers and the compiled prefill
+
+PREFILL_CHILD = """
+import sys, time, types, torch
+sys.path.insert(0, {tests!r}); sys.path.insert(0, {here!r})
+from attnbench.heap import keep_freed_memory
+from attnbench.train import get_model
+from helpers import compose_cfg
+from measure import old_module
+assert keep_freed_memory()
+torch.set_num_threads({threads})
+cfg = compose_cfg(["+exp=needle_4m"])
+model = get_model(cfg, {design!r}, torch.device("cpu")).model.eval()
+if {old_moe}:  # the per-expert dispatch at PER_EXPERT: one gather, two matmuls and one index_add for each expert's n_e rows
+    old = old_module("attnbench/model/moe.py", "old_moe", rev={rev!r})
+    for b in model.blocks:
+        b.moe.forward = types.MethodType(old.MoE.forward, b.moe)
+if {compiled}:
+    model.compile_prefill({chunk})
+x = torch.randint(cfg.model.vocab_size, (1, {n}), generator=torch.Generator().manual_seed(0))
+cache = model.new_cache()
+cache.reserve({n})
+start = time.perf_counter()
+with torch.no_grad():
+    for s0 in range(0, {n}, {chunk}):
+        model.prefill(x[:, s0 : s0 + {chunk}], cache)
+print(time.perf_counter() - start)
+"""
+
+
+def _prefill_child(n: int, chunk: int, old_moe: bool, compiled: bool, design: str = "lightning_hybrid_h8"):
+    """One timed Model.prefill of n tokens in a fresh process (the heap's history is part of what is measured)."""
+    src = PREFILL_CHILD.format(tests=str(ROOT / "tests"), here=str(Path(__file__).parent), threads=torch.get_num_threads(),
+                               design=design, old_moe=old_moe, rev=PER_EXPERT, compiled=compiled, chunk=chunk, n=n)
+    return lambda: float(subprocess.run([sys.executable, "-c", src], capture_output=True, text=True, check=True, cwd=ROOT).stdout.split()[-1])
+
+
+def moe_fixed_buffers(calls: int, n: int = 1 << 20, chunk: int = 16384):
+    """Model.prefill of n tokens (eager), the MoE dispatch with per-expert buffers (PER_EXPERT)
+    against fixed-size buffers; one process a call, so each starts from a fresh heap."""
+    return [dict(design="lightning_hybrid_h8", metric="speedup/prefill", unit="x", context_len=n, chunk=chunk,
+                 what=f"Model.prefill of {n} tokens (the shipped 8-layer tiny model), B 1, eager, one process a call",
+                 old=f"{PER_EXPERT}: MoE dispatch with buffers of each expert's n_e rows", new="MoE dispatch with buffers of N K rows (sorted by expert)",
+                 **alternate(_prefill_child(n, chunk, True, False), _prefill_child(n, chunk, False, False), calls, time_one=lambda f: f()))]
+
+
+def prefill_compiled(calls: int, n: int = 1 << 20, chunk: int = 16384):
+    """Model.prefill of n tokens, eager against Model.compile_prefill (compiled before the timed
+    prefill: the compile time is not in the ratio), both with the fixed-size MoE buffers; one process a call."""
+    return [dict(design="lightning_hybrid_h8", metric="speedup/prefill", unit="x", context_len=n, chunk=chunk,
+                 what=f"Model.prefill of {n} tokens (the shipped 8-layer tiny model), B 1, one process a call",
+                 old="eager", new="Model.compile_prefill (torch.compile'd lightning blocks, chunks of 16384)",
+                 **alternate(_prefill_child(n, chunk, False, False), _prefill_child(n, chunk, False, True), calls, time_one=lambda f: f()))]
+
+
 def softmax_decode(calls: int, H: int = 8, G: int = 2, D: int = 64, S: int = 65536):
     """One softmax decode step against S cached keys (GQA, a cache reserved longer than S, as the
     model's): SDPA with enable_gqa (the reference before) against each KV group's query heads
@@ -342,7 +397,8 @@ CASES = {"msa_train_layer": msa_train_layer, "msa_train_layer_2048": lambda c: m
          "lightning_op_kernels": lambda c: lightning_op(c, 8, 64), "lightning_op_h2": lambda c: lightning_op(c, 2, 32),
          "moe_forward": moe_forward, "prefill_hybrid": prefill,
          "lightning_op_16k": lightning_op_16k, "prefill_heap": prefill_heap,
-         "softmax_decode": softmax_decode, "softmax_decode_256k": lambda c: softmax_decode(c, S=262144)}
+         "softmax_decode": softmax_decode, "softmax_decode_256k": lambda c: softmax_decode(c, S=262144),
+         "moe_fixed_buffers": moe_fixed_buffers, "prefill_compiled": prefill_compiled}
 
 
 def main() -> None:
