@@ -35,6 +35,9 @@ BACKENDS = ("auto", "reference", "triton")  # the one list: attnbench.config's B
 AUTO_TRITON = tuple(d.op for d in DESIGNS.values() if d.op and d.triton_on_auto)  # ops "auto" runs in Triton on CUDA
 
 _forced: str | None = None
+# torch.compile anywhere in attnbench (msa's gathered tiles, the compiled prefill of eval.compile);
+# ATTNBENCH_COMPILE=0 runs everything eagerly (the tests: a compile per test shape costs seconds).
+COMPILE = os.environ.get("ATTNBENCH_COMPILE", "1") != "0"
 
 
 @lru_cache(maxsize=1)

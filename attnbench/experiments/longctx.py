@@ -25,6 +25,7 @@ from attnbench.evaluate import PeakRSS, ProbeResult, batch_accuracy, run_sample,
 from attnbench.experiments.train import record_training, training_facts
 from attnbench.kernels import for_layout
 from attnbench.kernels import label as backend_label
+from attnbench.kernels.backend import COMPILE
 from attnbench.plan import calibration_lengths, measure_prefill, memory_allowed, prefill_chunk
 from attnbench.results import read_jsonl
 from attnbench.tasks.data import cached_samples
@@ -124,7 +125,7 @@ def run_grid(ctx, grid: Grid) -> None:
     mem_cap = memory_allowed(cfg.eval.memory_fraction)
     lengths = sorted(cfg.eval.context_lens)
 
-    if cfg.eval.compile:
+    if cfg.eval.compile and COMPILE:  # ATTNBENCH_COMPILE=0 (the tests) keeps everything eager
         for name, t in models.items():
             began = time.perf_counter()
             if t.model.compile_prefill(prefill_chunk(t.model, cfg.eval.chunk)):

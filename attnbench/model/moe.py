@@ -92,9 +92,9 @@ class MoE(nn.Module):
         of their rows, each expert's two matmuls on its slice, written in place, and one index_add
         in that order, so a token's K contributions are summed in expert order. Every buffer has
         the same size at every call (N K rows), whatever the routing: per-expert buffers of
-        n_e rows, a different size at each prefill chunk, split glibc's freed blocks until the
-        heap grew by ~40 MB a chunk and the prefill slowed by half past 1M tokens
-        (experiments/cpu_speedups, case moe_fixed_buffers).
+        n_e rows, a different size at each prefill chunk, split glibc's freed blocks into
+        pieces too small to reuse, and the heap grew with every chunk of a long prefill
+        (experiments/cpu_speedups, cases heap_growth and moe_fixed_buffers).
         """
         N, K = expert_NK.shape
         expert_A = expert_NK.flatten()  # A = N K assignments, token-major

@@ -180,11 +180,21 @@ def needle_cost(data: RunData) -> pd.DataFrame:
                 "GFLOP/s (% of peak), mean": (f"{rate.mean():.1f}" + (f" ({100 * frac.mean():.0f}%)" if frac.notna().any() else ""))
                 if rate.notna().any()
                 else "—",
+                "compiled blocks": ("yes" if g["compiled"].eq(True).all() else "no") if "compiled" in g.columns else "—",
                 "cache": fmt_bytes(c.max()) if len(c) else "—",
                 "process peak RSS (not per cell)": fmt_bytes(r.max()) if len(r) else "—",
             }
         )
     return pd.DataFrame(sorted(rows, key=lambda r: r["_order"])).drop(columns="_order")
+
+
+@table("needle_4m/compile")
+def needle_compile(data: RunData) -> pd.DataFrame:
+    """eval/compile_s: Model.compile_prefill at the start of the evaluation (with its warm-up prefill)."""
+    df = metric(data.records, "eval/compile_s")
+    return pd.DataFrame(
+        [{"design": r["design"], "chunk (tokens)": f"{int(r['chunk']):,}", "compile s": f"{r['v']:.1f}"} for _, r in df.iterrows()]
+    )
 
 
 @table("needle_4m/run")

@@ -343,3 +343,27 @@ def cpu_speedups(data: RunData) -> pd.DataFrame:
             }
         )
     return pd.DataFrame(rows)
+
+
+@table("cpu_speedups/heap")
+def cpu_heap(data: RunData) -> pd.DataFrame:
+    """experiments/cpu_speedups/measure.py heap_growth: glibc's heap after one long prefill, one process a row."""
+    df = data.records
+    rows = []
+    for _, r in df[df["metric"].astype(str) == "heap/free_bytes"].iterrows():
+        rows.append(
+            {
+                "case": r["case"],
+                "prefill": "compiled" if r.get("compiled") is True else "eager",
+                "MoE buffers": r["old"] if r["code"] == "old" else r["new"],
+                "tokens": fmt_len(r["context_len"]),
+                "heap (MiB)": f"{r['heap_bytes'] / 2**20:.0f}",
+                "free in the heap (MiB)": f"{r['v'] / 2**20:.0f}",
+                "free blocks": f"{r['heap_free_blocks']:.0f}",
+                "in use (MiB)": f"{r['heap_used_bytes'] / 2**20:.0f}",
+                "prefill s": f"{r['seconds']:.2f}",
+                "last / first quarter of the chunks": f"{r['last_quarter_s'] / r['first_quarter_s']:.2f}",
+                "load (1 min)": f"{r['load']:.2f}",
+            }
+        )
+    return pd.DataFrame(rows)

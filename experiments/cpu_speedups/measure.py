@@ -13,6 +13,7 @@ core count. Outputs are checked equal (fp32 tolerance) before anything is timed.
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import statistics
@@ -243,19 +244,58 @@ if {compiled}:
 x = torch.randint(cfg.model.vocab_size, (1, {n}), generator=torch.Generator().manual_seed(0))
 cache = model.new_cache()
 cache.reserve({n})
-start = time.perf_counter()
+ends = [time.perf_counter()]
 with torch.no_grad():
     for s0 in range(0, {n}, {chunk}):
         model.prefill(x[:, s0 : s0 + {chunk}], cache)
-print(time.perf_counter() - start)
+        ends.append(time.perf_counter())
+print(json.dumps({{"seconds": ends[-1] - ends[0], "chunk_s": [b - a for a, b in zip(ends, ends[1:])], **heap_stats()}}))
+"""
+
+HEAP_STATS = """
+import ctypes, json
+class _Info(ctypes.Structure):  # glibc's struct mallinfo2 (malloc.h)
+    _fields_ = [(f, ctypes.c_size_t) for f in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")]
+def heap_stats():
+    libc = ctypes.CDLL("libc.so.6")
+    libc.mallinfo2.restype = _Info
+    m = libc.mallinfo2()
+    return {"heap_bytes": m.arena, "heap_free_bytes": m.fordblks, "heap_free_blocks": m.ordblks, "heap_used_bytes": m.uordblks}
 """
 
 
+def _prefill_run(n: int, chunk: int, old_moe: bool, compiled: bool, design: str = "lightning_hybrid_h8") -> dict:
+    """One Model.prefill of n tokens in a fresh process (the heap's history is part of what is
+    measured): its seconds, each chunk's seconds, and glibc's heap counters (mallinfo2) after it."""
+    src = HEAP_STATS + PREFILL_CHILD.format(tests=str(ROOT / "tests"), here=str(Path(__file__).parent), threads=torch.get_num_threads(),
+                                            design=design, old_moe=old_moe, rev=PER_EXPERT, compiled=compiled, chunk=chunk, n=n)
+    return json.loads(subprocess.run([sys.executable, "-c", src], capture_output=True, text=True, check=True, cwd=ROOT).stdout.splitlines()[-1])
+
+
 def _prefill_child(n: int, chunk: int, old_moe: bool, compiled: bool, design: str = "lightning_hybrid_h8"):
-    """One timed Model.prefill of n tokens in a fresh process (the heap's history is part of what is measured)."""
-    src = PREFILL_CHILD.format(tests=str(ROOT / "tests"), here=str(Path(__file__).parent), threads=torch.get_num_threads(),
-                               design=design, old_moe=old_moe, rev=PER_EXPERT, compiled=compiled, chunk=chunk, n=n)
-    return lambda: float(subprocess.run([sys.executable, "-c", src], capture_output=True, text=True, check=True, cwd=ROOT).stdout.split()[-1])
+    return lambda: _prefill_run(n, chunk, old_moe, compiled, design)["seconds"]
+
+
+def heap_growth(calls: int, n: int = 1 << 20, chunk: int = 16384, compiled: bool = False):
+    """What the heap holds after one Model.prefill of n tokens from a fresh process (eager, or
+    with Model.compile_prefill), with the MoE's per-expert buffers (PER_EXPERT) and with buffers
+    of one size; and how much slower the last quarter of the chunks ran than the first. One
+    record per process."""
+    out = []
+    for _ in range(calls):
+        for old_moe in (True, False):
+            r = _prefill_run(n, chunk, old_moe, compiled)
+            q = len(r["chunk_s"]) // 4
+            out.append(dict(design="lightning_hybrid_h8", metric="heap/free_bytes", unit="bytes", value=r["heap_free_bytes"],
+                            context_len=n, chunk=chunk, code="old" if old_moe else "new",
+                            what=f"glibc heap after one {'compiled' if compiled else 'eager'} Model.prefill of {n} tokens, fresh process",
+                            compiled=compiled,
+                            old=f"{PER_EXPERT}: MoE dispatch with buffers of each expert's n_e rows",
+                            new="MoE dispatch with buffers of N K rows (sorted by expert)",
+                            heap_bytes=r["heap_bytes"], heap_free_blocks=r["heap_free_blocks"], heap_used_bytes=r["heap_used_bytes"],
+                            seconds=r["seconds"], first_quarter_s=sum(r["chunk_s"][:q]), last_quarter_s=sum(r["chunk_s"][-q:]),
+                            load=round(load(), 2)))
+    return out
 
 
 def moe_fixed_buffers(calls: int, n: int = 1 << 20, chunk: int = 16384):
@@ -398,7 +438,8 @@ CASES = {"msa_train_layer": msa_train_layer, "msa_train_layer_2048": lambda c: m
          "moe_forward": moe_forward, "prefill_hybrid": prefill,
          "lightning_op_16k": lightning_op_16k, "prefill_heap": prefill_heap,
          "softmax_decode": softmax_decode, "softmax_decode_256k": lambda c: softmax_decode(c, S=262144),
-         "moe_fixed_buffers": moe_fixed_buffers, "prefill_compiled": prefill_compiled}
+         "moe_fixed_buffers": moe_fixed_buffers, "prefill_compiled": prefill_compiled, "heap_growth": heap_growth,
+         "heap_growth_compiled": lambda c: heap_growth(c, compiled=True)}
 
 
 def main() -> None:
@@ -420,6 +461,9 @@ def main() -> None:
         for r in CASES[case](max(3, args.calls)):
             r = rec.record(layout="-", status="measured", backend="reference", device="cpu", dtype="float32",
                            threads=args.threads, case=case, **r)
+            if "ratio_min" not in r:  # not an old/new ratio (heap_growth)
+                print(f"{case}: {r['metric']} {r['value']} {r['unit']} ({r.get('code', '')})", flush=True)
+                continue
             print(f"{case}: {r['metric']} {r['value']:.2f}x (pairs {r['ratio_min']:.2f}-{r['ratio_max']:.2f}; "
                   f"old {r['old_s']:.3f} s, new {r['new_s']:.3f} s; load {r['load_before']}-{r['load_after']}"
                   f"{', NOISY' if r['noisy'] else ''})", flush=True)

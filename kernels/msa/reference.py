@@ -33,12 +33,12 @@ the gather (the gathered blocks never reach memory); without a compiler they run
 from __future__ import annotations
 
 import math
-import os
 import warnings
 
 import torch
 import torch.nn.functional as F
 
+from ..backend import COMPILE  # torch.compile the gathered tiles (ATTNBENCH_COMPILE=0: eager)
 from ..softmax.reference import causal_mask
 
 SELECT_ROWS = 512  # index-head x query rows per score tile (all G heads of SELECT_ROWS // G queries)
@@ -46,7 +46,6 @@ SELECT_KEYS = 512  # keys per score tile (rounded to whole blocks)
 DENSE_LIMIT = 1 << 17  # T * S up to which msa_attn uses a dense masked SDPA (the sparse path wins from T ~ 512)
 QUERY_CHUNK = 4096  # queries per local-block pass (bounds its (queries, H, bs) scores)
 GATHER_ROWS = 1024  # (batch, group, query) rows per tile of the gathered (training) path
-COMPILE = os.environ.get("ATTNBENCH_COMPILE", "1") != "0"  # torch.compile the gathered tiles (0: eager)
 
 
 def msa_select(index_q, index_k, block_size: int, top_k: int, *, pool: str = "max"):
