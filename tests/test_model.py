@@ -273,3 +273,24 @@ def test_compiled_prefill_equals_eager_prefill(cfg):
             assert rel(a.state, b.state) <= 1e-5
     assert rel(l_c, l_e) <= 1e-5
     assert compiled.compiled_for(100) and not compiled.compiled_for(31) and not eager.compiled_for(100)
+
+
+def test_a_failed_compile_leaves_the_model_eager(cfg, monkeypatch):
+    """compile_prefill raises what torch.compile raised (run_grid then records the compile as
+    failed and goes on) and leaves the prefill eager, not half compiled."""
+
+    def broken(fn, **kwargs):
+        def call(*args):
+            raise RuntimeError("no C++ compiler")
+
+        return call
+
+    monkeypatch.setattr(torch, "compile", broken)
+    model = build(cfg, "lightning_hybrid")
+    with pytest.raises(RuntimeError, match="no C\\+\\+ compiler"):
+        model.compile_prefill(32)
+    assert not model.compiled_for(64)
+    cache = model.new_cache()
+    with torch.no_grad():
+        model.prefill(torch.zeros(1, 64, dtype=torch.long), cache)
+    assert cache.length == 64

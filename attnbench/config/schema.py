@@ -163,9 +163,8 @@ class EvalConfig:
     hop_tasks: List[HopTask] = field(default_factory=lambda: [HopTask.chain])
     chains: int = 3  # chains per haystack (one probe each); chains x (hops + 1) <= the 16 value symbols
     chunk: int = 65536  # prefill chunk, tokens (linear designs take at most plan.LINEAR_CHUNK)
-    compile: bool = (
-        True  # prefill full chunks through torch.compile'd lightning blocks (Model.compile_prefill; ATTNBENCH_COMPILE=0 also turns it off)
-    )
+    # prefill full chunks through torch.compile'd lightning blocks (Model.compile_prefill; ATTNBENCH_COMPILE=0 also turns it off)
+    compile: bool = True
     train_len_samples: int = 200  # probes of the sanity check at the training length
     memory_fraction: float = 0.5  # a cell may use at most this fraction of the available memory
 

@@ -128,7 +128,14 @@ def run_grid(ctx, grid: Grid) -> None:
     if cfg.eval.compile and COMPILE:  # ATTNBENCH_COMPILE=0 (the tests) keeps everything eager
         for name, t in models.items():
             began = time.perf_counter()
-            if t.model.compile_prefill(prefill_chunk(t.model, cfg.eval.chunk)):
+            try:
+                compiled = t.model.compile_prefill(prefill_chunk(t.model, cfg.eval.chunk))
+            except Exception as ex:  # the run goes on eagerly; its prefill records say compiled=false
+                why = " ".join(f"{type(ex).__name__}: {ex}".split())[:300]
+                ctx.console.print(f"  {name}: torch.compile failed, its prefill runs eagerly ({why})", markup=False)
+                ctx.record(name, "eval/compile_s", None, "s", "failed", note=why)
+                continue
+            if compiled:
                 seconds = time.perf_counter() - began
                 ctx.console.print(
                     f"  {name}: prefill compiled for chunks of {prefill_chunk(t.model, cfg.eval.chunk):,} tokens in {seconds:.1f} s"

@@ -200,9 +200,13 @@ class Model(nn.Module):
         with torch.no_grad():
             self.prefill(warm[:, :16], self.new_cache())  # eager: resolves each op's backend (an import, which Dynamo cannot trace)
             self._compiled_prefill = (chunk, torch.compile(_block_step, dynamic=False))
-            cache = self.new_cache()
-            for s in (0, chunk):
-                self.prefill(warm[:, s : s + chunk], cache)
+            try:
+                cache = self.new_cache()
+                for s in (0, chunk):
+                    self.prefill(warm[:, s : s + chunk], cache)
+            except Exception:  # e.g. no C++ compiler for Inductor: the model stays eager
+                self._compiled_prefill = None
+                raise
         return True
 
     def compiled_for(self, n: int) -> bool:
