@@ -107,3 +107,16 @@ def test_a_measured_prefill_refits_the_estimates_of_longer_cells():
     assert again.measured == ((262144, slow / 2),) and again.estimate(1 << 20).seconds < refit.estimate(1 << 20).seconds
     linear = Calibration(a=1e-5, b=0.0, c=0.0, d=8.0, work_bytes=0.0, lengths=(2048, 8192), times=(2048e-5, 8192e-5))
     assert linear.with_measurement(1 << 20, 2 * (1 << 20) * 1e-5).b == 0.0  # a linear design stays linear
+
+
+def test_a_cell_runs_whole_or_not_at_all():
+    """runs_now: at its first haystack a cell needs all its haystacks to fit the budget left;
+    a cell given up stays given up; a later haystack that no longer fits is skipped alone."""
+    from attnbench.experiments.longctx import runs_now
+
+    given_up: set[tuple] = set()
+    assert not runs_now(300.0, 0, [0, 1], 500.0, ("softmax", 262144), given_up)  # 2 x 300 s > 500 s: none runs
+    assert not runs_now(300.0, 1, [1], 500.0, ("softmax", 262144), given_up)  # not its second haystack either
+    assert runs_now(100.0, 0, [0, 1], 500.0, ("h8", 4194304), given_up)  # 2 x 100 s fit
+    assert not runs_now(100.0, 1, [1], 50.0, ("h8", 4194304), given_up)  # the time ran out after the first
+    assert runs_now(200.0, 1, [1], 300.0, ("msa", 65536), set())  # resumed at haystack 1: only what is left counts

@@ -229,9 +229,7 @@ def run_grid(ctx, grid: Grid) -> None:
             est = estimate(coords["design"], coords["context_len"], g_i, group)  # refitted with every prefill measured so far
             key = tuple(coords.items())
             to_do = [j for j in range(haystacks(coords["context_len"])) if j >= i and not ctx.cell(**coords, sample=j, part="eval").done]
-            if key not in given_up and i == to_do[0] and est.seconds * len(to_do) > left:
-                given_up.add(key)  # a cell runs whole or not at all: no half cell that spends what a later one needed
-            if key in given_up or est.seconds > left:  # estimates were optimistic: stop spending what we don't have
+            if not runs_now(est.seconds, i, to_do, left, key, given_up):
                 cell2 = ctx.cell(**coords, sample=i, part="skip-late", budget=cfg.exp.budget)
                 if not cell2.done:
                     cell2.record(
@@ -340,6 +338,17 @@ def run_grid(ctx, grid: Grid) -> None:
             )
 
     aggregate(ctx, grid, train_lens)
+
+
+def runs_now(seconds: float, i: int, to_do: list[int], left: float, key: tuple, given_up: set[tuple]) -> bool:
+    """Whether haystack i of a planned cell runs, from its estimate now (refitted with the run's
+    prefills): seconds a haystack, to_do the cell's haystacks not yet recorded (i first among
+    them), left the budget's seconds. At its first haystack a cell runs only if all of to_do fit;
+    otherwise it is given up whole (added to given_up): no half cell that spends what a later
+    cell needed. A haystack that no longer fits is skipped (estimates were optimistic)."""
+    if key not in given_up and to_do and i == to_do[0] and seconds * len(to_do) > left:
+        given_up.add(key)
+    return key not in given_up and seconds <= left
 
 
 def prefill_efficiency(cfg, design: str, n: int, prefills: int, seconds: float, hw) -> dict:
