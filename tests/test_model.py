@@ -294,3 +294,35 @@ def test_a_failed_compile_leaves_the_model_eager(cfg, monkeypatch):
     with torch.no_grad():
         model.prefill(torch.zeros(1, 64, dtype=torch.long), cache)
     assert cache.length == 64
+
+
+def test_run_grid_records_a_failed_compile_and_goes_on():
+    """longctx.compile_prefills: a model whose compile raises gets a `failed` eval/compile_s
+    record with the reason, and the next model is still compiled."""
+    from types import SimpleNamespace
+
+    from attnbench.experiments.longctx import compile_prefills
+
+    class Broken:
+        layout = "LLS"
+
+        def compile_prefill(self, chunk):
+            raise RuntimeError("no C++ compiler")
+
+    class Fine(Broken):
+        def compile_prefill(self, chunk):
+            self.chunk = chunk
+            return False  # nothing to compile: no record
+
+    records = []
+    ctx = SimpleNamespace(
+        cfg=SimpleNamespace(eval=SimpleNamespace(chunk=65536)),
+        console=SimpleNamespace(print=lambda *a, **k: None),
+        record=lambda *a, **k: records.append((a, k)),
+    )
+    fine = Fine()
+    compile_prefills(ctx, {"broken": SimpleNamespace(model=Broken()), "fine": SimpleNamespace(model=fine)})
+    assert [(a[:5], k["note"]) for a, k in records] == [
+        (("broken", "eval/compile_s", None, "s", "failed"), "RuntimeError: no C++ compiler")
+    ]
+    assert fine.chunk == 16384  # a linear design's chunk (plan.LINEAR_CHUNK)

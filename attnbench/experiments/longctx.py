@@ -126,32 +126,7 @@ def run_grid(ctx, grid: Grid) -> None:
     lengths = sorted(cfg.eval.context_lens)
 
     if cfg.eval.compile and COMPILE:  # ATTNBENCH_COMPILE=0 (the tests) keeps everything eager
-        for name, t in models.items():
-            began = time.perf_counter()
-            try:
-                compiled = t.model.compile_prefill(prefill_chunk(t.model, cfg.eval.chunk))
-            except Exception as ex:  # the run goes on eagerly; its prefill records say compiled=false
-                why = " ".join(f"{type(ex).__name__}: {ex}".split())[:300]
-                ctx.console.print(f"  {name}: torch.compile failed, its prefill runs eagerly ({why})", markup=False)
-                ctx.record(name, "eval/compile_s", None, "s", "failed", note=why)
-                continue
-            if compiled:
-                seconds = time.perf_counter() - began
-                ctx.console.print(
-                    f"  {name}: prefill compiled for chunks of {prefill_chunk(t.model, cfg.eval.chunk):,} tokens in {seconds:.1f} s"
-                )
-                cell = ctx.cell(design=name, part="compile")
-                if not cell.done:
-                    cell.record(
-                        name,
-                        "eval/compile_s",
-                        seconds,
-                        "s",
-                        "measured",
-                        chunk=prefill_chunk(t.model, cfg.eval.chunk),
-                        note="torch.compile of the lightning blocks' prefill, with its warm-up prefill (Model.compile_prefill)",
-                    )
-                    cell.commit()
+        compile_prefills(ctx, models)
     ctx.console.print("calibrating prefill cost per design ...")
     cal = {
         name: measure_prefill(
@@ -216,7 +191,7 @@ def run_grid(ctx, grid: Grid) -> None:
                 ctx.console.print(f"  [{time.strftime('%H:%M:%S')}] {progress.tasks[bar].completed:.0f}/{len(planned)} {note}")
 
         given_up: set[tuple] = set()  # cells skipped whole after the plan (their haystacks are skipped too)
-        for coords, i, est, phase in planned:
+        for coords, i, _, phase in planned:  # the plan's estimate is refitted below
             cell = ctx.cell(**coords, sample=i, part="eval")
             others = "".join(f" {k}={v}" for k, v in coords.items() if k not in ("design", "context_len"))
             label = f"{coords['design']} n={coords['context_len']:,}{others} #{i}"
@@ -338,6 +313,31 @@ def run_grid(ctx, grid: Grid) -> None:
             )
 
     aggregate(ctx, grid, train_lens)
+
+
+def compile_prefills(ctx, models: dict) -> None:
+    """Model.compile_prefill for every model with lightning blocks, at its prefill chunk, each
+    timed and recorded (eval/compile_s); a compile that fails is recorded `failed` and that model
+    runs eagerly (its prefill records say compiled=false)."""
+    for name, t in models.items():
+        chunk = prefill_chunk(t.model, ctx.cfg.eval.chunk)
+        began = time.perf_counter()
+        try:
+            compiled = t.model.compile_prefill(chunk)
+        except Exception as ex:
+            why = " ".join(f"{type(ex).__name__}: {ex}".split())[:300]
+            ctx.console.print(f"  {name}: torch.compile failed, its prefill runs eagerly ({why})", markup=False)
+            ctx.record(name, "eval/compile_s", None, "s", "failed", chunk=chunk, note=why)
+            continue
+        if not compiled:
+            continue
+        seconds = time.perf_counter() - began
+        ctx.console.print(f"  {name}: prefill compiled for chunks of {chunk:,} tokens in {seconds:.1f} s")
+        cell = ctx.cell(design=name, part="compile")
+        if not cell.done:
+            note = "torch.compile of the lightning blocks' prefill, with its warm-up prefill (Model.compile_prefill)"
+            cell.record(name, "eval/compile_s", seconds, "s", "measured", chunk=chunk, note=note)
+            cell.commit()
 
 
 def runs_now(seconds: float, i: int, to_do: list[int], left: float, key: tuple, given_up: set[tuple]) -> bool:
