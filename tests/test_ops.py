@@ -100,20 +100,21 @@ def test_lightning_chunking_and_segments_agree_with_recurrence(monkeypatch):
     q, k, v = (rand(B, H, T, D, requires_grad=False, seed=i) * 0.5 for i in range(3))
     decay = torch.tensor([0.9, 0.05, 1e-4])
     want_o, want_s = lightning_naive.lightning_recurrent(*(x.double() for x in (q, k, v)), decay.double())
-    for chunk, segment, exponent in [
-        (1, 16384, 500.0),
-        (5, 16384, 500.0),
-        (64, 30, 500.0),
-        (128, 16384, 500.0),
-        (5, 16384, 2.0),
-        (16, 40, 30.0),
-        (5, 16384, 10.0),  # 15 chunks in groups of 2: the last group holds one
-        (None, None, 500.0),  # the defaults: chunk_for(D), segment_for
-    ]:  # small exponents: many scan groups
-        monkeypatch.setattr(lightning_ref, "SCAN_EXPONENT", exponent)
+    for chunk, segment, group in [
+        (1, 16384, 32),  # 77 chunks: groups of 32, the last holds 13
+        (5, 16384, 32),
+        (64, 30, 32),
+        (128, 16384, 32),
+        (5, 16384, 1),  # one chunk a group: the float64 level does every step
+        (16, 40, 2),
+        (5, 16384, 2),  # 15 chunks in groups of 2: the last group holds one
+        (3, 16384, 5),  # 25 chunks in 5 full groups
+        (None, None, 32),  # the defaults: chunk_for(D), segment_for
+    ]:
+        monkeypatch.setattr(lightning_ref, "SCAN_GROUP", group)
         o, s = lightning_ref.lightning_attn(q, k, v, decay, chunk=chunk, segment=segment)
-        assert_close(o, want_o, what=f"o chunk={chunk} segment={segment}")
-        assert_close(s, want_s, what=f"state chunk={chunk} segment={segment}")
+        assert_close(o, want_o, what=f"o chunk={chunk} segment={segment} group={group}")
+        assert_close(s, want_s, what=f"state chunk={chunk} segment={segment} group={group}")
 
 
 def test_lightning_split_sequence_equals_whole():

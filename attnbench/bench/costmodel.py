@@ -110,49 +110,43 @@ def lightning_cost(phase, n, a: Arch, B, e, impl) -> Cost:
         flops = 2 * BH * T * (C * (Dk + Dv) + 2 * Dk * Dv)
         io = BH * T * (2 * Dk + 2 * Dv) * e + (2 * state if phase == "decode" else state)
         return c.add("lightning", flops, io, 1)
-    from attnbench.kernels.lightning.reference import chunk_for, segment_for
+    from attnbench.kernels.lightning.reference import chunk_for, tile_for
 
     chunk = chunk_for(Dk)
-    segment = segment_for(BH, chunk)
-    full, tail = divmod(T, segment)  # the reference runs `segment` tokens at a time
-    for L, times in ((segment, full), (tail, 1)):
-        if L and times:
-            c = c + _lightning_segment(L, BH, Dk, Dv, e, state, chunk, a.n_heads).scaled(times)
+    pairs, tokens = tile_for(BH, T, chunk)  # the reference runs tiles of `pairs` (batch, head) pairs by `tokens`
+    for P, p_times in ((pairs, BH // pairs), (BH % pairs, 1)):
+        for L, t_times in ((tokens, T // tokens), (T % tokens, 1)):
+            if P and p_times and L and t_times:
+                c = c + _lightning_segment(L, P, Dk, Dv, e, chunk).scaled(p_times * t_times)
     return c.add("glue", 0, 0, 40, kind="vec")  # slicing, reshapes, masks: ~70 torch ops a call in all
 
 
-def scan_groups(N: int, C: int, H: int) -> int:
-    """Groups of chunks the reference's float64 state scan (kernels/lightning/reference.py _scan)
-    takes for N chunks of C tokens, at the fastest decay of a MiniMax lightning layer of H heads
-    (layer 0, head 0: s = 2^(-8 / H))."""
-    from attnbench.kernels.lightning.reference import SCAN_EXPONENT
+def _lightning_segment(L, P, Dk, Dv, e, chunk) -> Cost:
+    """One tile of the reference: P (batch, head) pairs by L tokens."""
+    from attnbench.kernels.lightning.reference import SCAN_GROUP
 
-    g = max(1, min(N, int(SCAN_EXPONENT / (2.0 ** (-8.0 / H) * C))))
-    return math.ceil(N / g)
-
-
-def _lightning_segment(L, BH, Dk, Dv, e, state, chunk, H) -> Cost:
     c = Cost()
     C = min(chunk, L)
     N = L // C
     pieces = [(N, C)] + ([(1, L - N * C)] if L > N * C else [])  # full chunks, then the ragged tail
     for N_, C_ in pieces:
         tok = N_ * C_
-        scores = BH * tok * C_ * F32  # (B, H, N, C, C): q k^T, then times the decay mask
-        qd, vd, st = BH * tok * Dk * F32, BH * tok * Dv * F32, N_ * state
-        c.add("q k^T", 2 * BH * tok * C_ * Dk, 2 * qd + scores, 1, kind="small", alloc=scores, alloc_each=scores)
+        scores = P * tok * C_ * F32  # (P, N, C, C): q k^T, then times the decay mask
+        qd, vd, st = P * tok * Dk * F32, P * tok * Dv * F32, N_ * P * Dk * Dv * F32
+        g = min(N_, SCAN_GROUP)
+        groups = -(-N_ // g)
+        c.add("q k^T", 2 * P * tok * C_ * Dk, 2 * qd + scores, 1, kind="small", alloc=scores, alloc_each=scores)
         c.add("decay mask", 0, 2 * scores, 33, kind="vec", alloc=scores, alloc_each=scores)  # with the decay factors' ops and views
-        c.add("scores v", 2 * BH * tok * C_ * Dv, scores + 2 * vd, 1, kind="small", alloc=vd, alloc_each=vd)
+        c.add("scores v", 2 * P * tok * C_ * Dv, scores + 2 * vd, 1, kind="small", alloc=vd, alloc_each=vd)
         c.add("k to chunk end", 0, 2 * qd, 4, kind="vec", alloc=qd, alloc_each=qd)
-        c.add("chunk states k^T v", 2 * BH * tok * Dk * Dv, qd + vd + st, 1, kind="small", alloc=st, alloc_each=st)
-        # float64 scan: one cumulative sum over all groups of chunks, ~10 passes over the float64
-        # states, and a loop of two small ops per group for the states entering the groups
-        c.add("state scan", 0, 20 * st, 39 + 3 * scan_groups(N_, C_, H), kind="vec", alloc=3 * st, alloc_each=2 * st)
+        c.add("chunk states k^T v", 2 * P * tok * Dk * Dv, qd + vd + st, 1, kind="small", alloc=st, alloc_each=st)
+        # the state scan: one (g, g) decay product inside the groups, the float64 level across
+        # them (a few passes over one state a group), and the entering states added to S_in
+        c.add("state scan", 2 * N_ * g * P * Dk * Dv, 3 * st + 8 * groups * st / N_, 40, kind="small", alloc=2 * st, alloc_each=st)
         c.add("q from chunk start", 0, 2 * qd, 4, kind="vec", alloc=qd, alloc_each=qd)
-        c.add("q S_in", 2 * BH * tok * Dk * Dv, qd + st + vd, 1, kind="small", alloc=vd, alloc_each=vd)
-        c.add("intra + inter", 0, 3 * vd, 1, kind="vec", alloc=vd, alloc_each=vd)
+        c.add("q S_in, added onto o", 2 * P * tok * Dk * Dv, qd + st + 2 * vd, 1, kind="small")
     if e != F32:  # .float() copies in, .to(dtype) out
-        c.add("casts", 0, BH * L * (2 * Dk + 2 * Dv) * (e + F32), 4, kind="vec")
+        c.add("casts", 0, P * L * (2 * Dk + 2 * Dv) * (e + F32), 4, kind="vec")
     return c
 
 
