@@ -161,11 +161,14 @@ def lightning_attn(
                 if b > a:
                     dst = o_all[ps, a:b] if o_all is not None else None  # strided when a tile of several pairs has a tail
                     out = dst.view(-1, n, c, Dv) if dst is not None and dst.is_contiguous() else None
-                    o, st = _chunks(*(x[ps, a:b].view(-1, n, c, x.shape[-1]) for x in (qf, kf, vf)), s[ps], st, out)
-                    if dst is not None and out is None:
+                    qt, kt, vt = (x[ps, a:b].view(-1, n, c, x.shape[-1]) for x in (qf, kf, vf))  # (pairs, N, C, D)
+                    o, st = _chunks(qt, kt, vt, s[ps], st, out)
+                    if dst is None:
+                        row.append(o.view(-1, b - a, Dv))
+                    elif out is None:
                         dst.copy_(o.view(-1, b - a, Dv))
-                    row.append(o.view(-1, b - a, Dv))
         finals.append(st)
-        rows.append(torch.cat(row, dim=1) if o_all is None else None)
+        if row:
+            rows.append(torch.cat(row, dim=1))
     o = o_all if o_all is not None else torch.cat(rows, dim=0)
     return o.view(B, H, T, Dv).to(dtype), torch.cat(finals).view(B, H, Dk, Dv).float()
