@@ -275,6 +275,27 @@ def test_msa_attn(monkeypatch, B, H, G, T, D, bs, top_k, path):
             assert_close(gg, gw, what=f"d{name}")
 
 
+def test_msa_block_major_rescales_when_remote_scores_dwarf_the_local_block(monkeypatch):
+    """Keys of one early block get a large norm: their scores sit ~100 over the local maxima, past
+    RESCALE_ABOVE and past exp's fp32 range, so _remote must move the reference up first."""
+    monkeypatch.setattr(msa_ref, "DENSE_LIMIT", 0)
+    B, H, G, T, D, bs = 1, 4, 2, 64, 16, 8
+    q, k, v = (
+        rand(B, H, T, D, requires_grad=False),
+        rand(B, G, T, D, requires_grad=False, seed=1),
+        rand(B, G, T, D, requires_grad=False, seed=2),
+    )
+    k[:, :, bs : 2 * bs] = q[:, ::2, -1:] * 40.0  # block 1 aligned with the last queries
+    block_idx = K.msa_select(rand(B, G, T, 8, requires_grad=False, seed=3), rand(B, T, 8, requires_grad=False, seed=4), bs, 3)
+    later = (torch.arange(T) >= 2 * bs)[:, None]
+    block_idx[..., 1:] = torch.where(later & (block_idx[..., 1:] == 1), -1, block_idx[..., 1:])  # no block twice
+    block_idx[..., 1] = torch.where(later[:, 0], 1, block_idx[..., 1])  # every later query takes block 1
+    with torch.no_grad():
+        got = K.msa_attn(q, k, v, block_idx, bs)
+    assert torch.isfinite(got).all()
+    assert_close(got, msa_naive.msa_attn(*double(q, k, v), block_idx, bs), what="o")
+
+
 def test_msa_attn_takes_the_gathered_path_for_gradients(monkeypatch):
     monkeypatch.setattr(msa_ref, "DENSE_LIMIT", 0)
     q, k, v = rand(1, 2, 40, 16), rand(1, 1, 40, 16, seed=1), rand(1, 1, 40, 16, seed=2)

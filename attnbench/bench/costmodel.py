@@ -183,15 +183,16 @@ def msa_select_cost(phase, n, a: Arch, B, e, impl) -> Cost:
     tiles = float(np.where(n_cand > 0, np.ceil(keys / k_step), 0).sum())
     score_el = float((rows * keys).sum()) * B * G  # token scores, computed tile by tile in fp32
     block_el = float((rows * n_cand).sum()) * B * G  # block scores
-    # torch ops (views included): 5 a key tile (slice, matmul, view, amax into a slice), ~33 a query tile
+    # torch ops (views included): 6 a key tile (slices, matmul, view, amax into a slice), ~35 a query tile
     c.add(
         "index scores",
         2 * Di * score_el,
         2 * F32 * score_el + e * B * Di * float(keys.sum()),
-        5 * tiles,
+        6 * tiles,
         kind="matvec" if T == 1 else "small",
     )
-    c.add("top-k", 0, 7 * F32 * block_el, 33 * len(t0) + 10, kind="vec")  # topk, then the tie check (>= the k-th, sum)
+    # the block scores transposed to (rows, blocks), topk, then the tie check (>= the k-th, sum)
+    c.add("top-k", 0, 9 * F32 * block_el, 35 * len(t0) + 10, kind="vec")
     return c
 
 
@@ -244,12 +245,13 @@ def msa_attn_cost(phase, n, a: Arch, B, e, impl) -> Cost:
     remote = max(pairs - B * G * T, 0.0)  # (query, earlier block) pairs
     runs = B * G
     blocks = runs * min(max(S // bs - 1, 0), remote / runs)  # key blocks some query selected
-    # per pair: its query rows gathered, its scores (6 passes), o / l / m gathered, rescaled, put back
+    # per pair: its query rows and reference gathered, its scores (6 passes: minus the reference,
+    # max, exp, sum), p v and the sums added onto o and l (index_add)
     c.add(
         "remote blocks",
         4 * Hg * D * bs * remote,
-        remote * Hg * (6 * bs + 8 * D + 12) * F32 + e * 2 * B * G * S * D,
-        28 * blocks + 25 * runs,
+        remote * Hg * (6 * bs + 5 * D + 6) * F32 + e * 2 * B * G * S * D,
+        17 * blocks + 25 * runs,
         kind="small",
     )
     c.add("softmax (exp)", rows * Hg * bs + remote * Hg * (bs + 1), 0, 0, kind="exp")
