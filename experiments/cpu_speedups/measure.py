@@ -363,6 +363,55 @@ def lightning_op(calls: int, H: int = 8, D: int = 8, T: int = 65536):
                      **alternate(run(old.lightning_attn), run(new.lightning_attn), calls))]
 
 
+SESSION_4 = "688e523"  # main before the lightning scan / tile and msa remote / selection changes
+
+
+def lightning_scan(calls: int, H: int = 8, D: int = 64, T: int = 65536, layer: int = 0, layers: int = 2):
+    """lightning_attn forward against SESSION_4's: kernels_cpu's shape by default (decay of
+    layer 0 of 2, as bench/workloads.py), the hybrid's 16K prefill chunk as lightning_scan_16k."""
+    from attnbench.kernels.lightning import reference as new
+    from attnbench.model.lightning import decay_rates
+
+    old = old_module("kernels/lightning/reference.py", "old_lightning_reference_s4", rev=SESSION_4)
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(1, H, T, D, generator=g) * s for s in (0.1, 0.1, 1.0))
+    decay = decay_rates(H, layer, layers)
+    with torch.no_grad():
+        (oo, os_), (no, ns) = old.lightning_attn(q, k, v, decay), new.lightning_attn(q, k, v, decay)
+        close(no, oo, "o"), close(ns, os_, "state")
+        run = lambda f: lambda: f(q, k, v, decay)
+        return [dict(design="lightning", metric="speedup/lightning_op", unit="x", context_len=T, heads=H, head_dim=D,
+                     what="lightning_attn forward, B 1, contiguous inputs",
+                     old=f"{SESSION_4}: float64 cumulative-sum scan, segments across all heads (copied), o assembled by cat",
+                     new=f"decay-matrix scan (groups of {new.SCAN_GROUP} chunks), tiles that are contiguous slices, o written in place",
+                     **alternate(run(old.lightning_attn), run(new.lightning_attn), calls))]
+
+
+def msa_op(calls: int, op: str = "attn", T: int = 65536):
+    """msa_select or msa_attn (no grad) against SESSION_4's, at kernels_cpu's shape (B 1, H 8,
+    Hkv 2, D 64, index dim 64, block 64, top 8)."""
+    from attnbench.kernels.msa import reference as new
+
+    old = old_module("kernels/msa/reference.py", "old_msa_reference_s4", {"from ..": "from attnbench.kernels."}, rev=SESSION_4)
+    B, H, G, D, Di, bs, k = 1, 8, 2, 64, 64, 64, 8
+    g = torch.Generator().manual_seed(0)
+    q, kk, v = torch.randn(B, H, T, D, generator=g), torch.randn(B, G, T, D, generator=g), torch.randn(B, G, T, D, generator=g)
+    iq, ik = torch.randn(B, G, T, Di, generator=g), torch.randn(B, T, Di, generator=g)
+    with torch.no_grad():
+        idx = new.msa_select(iq, ik, bs, k)
+        if op == "select":
+            assert torch.equal(idx, old.msa_select(iq, ik, bs, k)), "old and new selections differ"
+            run = lambda m: lambda: m.msa_select(iq, ik, bs, k)
+            how = ("token scores as (queries, keys) tiles, max over each row's blocks", "(keys, queries) tiles, max across rows (vectorised along the queries)")
+        else:
+            close(new.msa_attn(q, kk, v, idx, bs), old.msa_attn(q, kk, v, idx, bs), "o")
+            run = lambda m: lambda: m.msa_attn(q, kk, v, idx, bs)
+            how = ("remote blocks folded in by an online softmax (running max, rescale per block)", "remote blocks added onto the local block's sums (index_add, rescale only past RESCALE_ABOVE)")
+        return [dict(design="msa", metric=f"speedup/msa_{op}", unit="x", context_len=T, heads=H, head_dim=D,
+                     what=f"msa_{op} forward (no grad), B 1, H 8, Hkv 2, block 64, top 8",
+                     old=f"{SESSION_4}: {how[0]}", new=how[1], **alternate(run(old), run(new), calls))]
+
+
 def moe_forward(calls: int, T: int = 16384):
     """The MoE layer of the tiny backbone on one prefill chunk (no gradient)."""
     import types as _types
@@ -439,7 +488,9 @@ CASES = {"msa_train_layer": msa_train_layer, "msa_train_layer_2048": lambda c: m
          "lightning_op_16k": lightning_op_16k, "prefill_heap": prefill_heap,
          "softmax_decode": softmax_decode, "softmax_decode_256k": lambda c: softmax_decode(c, S=262144),
          "moe_fixed_buffers": moe_fixed_buffers, "prefill_compiled": prefill_compiled, "heap_growth": heap_growth,
-         "heap_growth_compiled": lambda c: heap_growth(c, compiled=True)}
+         "heap_growth_compiled": lambda c: heap_growth(c, compiled=True),
+         "lightning_scan": lightning_scan, "lightning_scan_16k": lambda c: lightning_scan(c, 8, 8, 16384, 0, 8),
+         "msa_remote": msa_op, "msa_select_rows": lambda c: msa_op(c, "select")}
 
 
 def main() -> None:

@@ -140,12 +140,13 @@ def _blocks(x, bs: int):
     return (F.pad(x, (0, 0, 0, pad)) if pad else x).view(B, G, (S + pad) // bs, bs, D)
 
 
-def _local(qs, kb, vb, p0: int):
+def _local(qs, kb, vb1, p0: int):
     """Causal attention of queries to their own block, every query block at once.
 
-    qs (B, G, Tc, Hg, D) pre-scaled queries at absolute positions p0 .. p0 + Tc - 1; kb, vb
-    (B, G, NB, bs, D). Returns the softmax statistics over each query's local block:
-    o (B, G, Tc, Hg, D) unnormalised (relative to m), m and l (B, G, Tc, Hg).
+    qs (B, G, Tc, Hg, D) pre-scaled queries at absolute positions p0 .. p0 + Tc - 1; kb (B, G,
+    NB, bs, D); vb1 (B, G, NB, bs, D + 1), the values with a column of ones. Returns the softmax
+    statistics over each query's local block: ol (B, G, Tc, Hg, D + 1), the output unnormalised
+    (relative to m) with the sum l as its last column, and m (B, G, Tc, Hg).
     """
     B, G, Tc, Hg, D = qs.shape
     bs = kb.shape[3]
@@ -155,33 +156,29 @@ def _local(qs, kb, vb, p0: int):
     b0 = p0 // bs
     s = qp @ kb[:, :, b0 : b0 + n_q].transpose(-1, -2)  # (B, G, n_q, bs * Hg, bs); row = lane * Hg + head
     lane = torch.arange(bs, device=qs.device)
-    s = s.masked_fill(lane[None, :] > lane.repeat_interleave(Hg)[:, None], float("-inf"))  # key lane <= query lane
-    m = s.detach().amax(-1, keepdim=True)  # the merged result is invariant to m: no gradient through it
-    p = torch.exp(s - m)
-    o = p @ vb[:, :, b0 : b0 + n_q]  # (B, G, n_q, bs * Hg, D)
+    s.masked_fill_(lane[None, :] > lane.repeat_interleave(Hg)[:, None], float("-inf"))  # key lane <= query lane
+    m = s.amax(-1, keepdim=True)
+    ol = s.sub_(m).exp_() @ vb1[:, :, b0 : b0 + n_q]  # (B, G, n_q, bs * Hg, D + 1)
     keep = slice(front, front + Tc)
-    return (
-        o.view(B, G, n_q * bs, Hg, D)[:, :, keep],
-        m.view(B, G, n_q * bs, Hg)[:, :, keep],
-        p.sum(-1).view(B, G, n_q * bs, Hg)[:, :, keep],
-    )
+    return ol.view(B, G, n_q * bs, Hg, D + 1)[:, :, keep], m.view(B, G, n_q * bs, Hg)[:, :, keep]
 
 
-def _remote(o, m, l, qs, kb, vb, sel, p0: int):
-    """Fold each query's selected earlier blocks into its softmax sums, block-major.
+def _remote(ol, m, qs, kb, vb1, sel, p0: int):
+    """Add each query's selected earlier blocks into its softmax sums, block-major.
 
-    For one (batch, group): o (T, Hg, D), m and l (T, Hg) the statistics of the local block,
-    updated in place; qs (T, Hg, D) pre-scaled queries at absolute positions p0 ..; kb, vb
-    (NB, bs, D); sel (T, top_k) block ids. (query, block) pairs are sorted by block, so each
-    key block meets all the queries that chose it in one GEMM; those blocks lie wholly in the
-    past (no mask), and every buffer is one block's worth (cache-sized).
+    For one (batch, group): ol (T, Hg, D + 1) and m (T, Hg) from _local, updated in place; qs
+    (T, Hg, D) pre-scaled queries at absolute positions p0 ..; kb (NB, bs, D), vb1 (NB, bs,
+    D + 1) with its column of ones; sel (T, top_k) block ids. (query, block) pairs are sorted by
+    block, so each key block meets all the queries that chose it in one GEMM; those blocks lie
+    wholly in the past (no mask), and every buffer is one block's worth (cache-sized).
 
-    The local block's max m stays each query's reference: a block's exp(s - m) and its sums
-    are added onto o and l as they are, with no rescale of what came before (softmax does not
-    depend on the reference; it only keeps exp in range). Scores far below m underflow only
-    where they are negligible beside the local max's own exp(0) = 1; a block with scores more
-    than RESCALE_ABOVE over m first moves those rows' reference up (FlashAttention's online
-    rescale, which random and trained scores rarely need).
+    The local block's max m stays each query's reference: a block's p = exp(s - m) times the
+    values and ones (p v and its row sums in one GEMM) is added onto ol as it is, with no
+    rescale of what came before (softmax does not depend on the reference; it only keeps exp in
+    range). Scores far below m underflow only where they are negligible beside the local max's
+    own exp(0) = 1. A block whose sums pass exp(RESCALE_ABOVE) (or overflow) is redone after
+    moving those rows' reference up (FlashAttention's online rescale; random and trained scores
+    rarely need it).
     """
     T, Hg, D = qs.shape
     bs = kb.shape[1]
@@ -191,40 +188,43 @@ def _remote(o, m, l, qs, kb, vb, sel, p0: int):
     blk = sel[t, slot]
     order = torch.argsort(blk, stable=True)
     t, blk = t[order], blk[order]  # pairs sorted by block; a query appears at most once per block
+    limit = math.exp(RESCALE_ABOVE)
     start = 0
     for n, cnt in enumerate(torch.bincount(blk, minlength=kb.shape[0]).tolist()):
         if not cnt:
             continue
         rows = t[start : start + cnt]
         start += cnt
-        s = qs.index_select(0, rows).view(cnt * Hg, D) @ kb[n].T  # (cnt * Hg, bs)
-        s.sub_(m.index_select(0, rows).view(cnt * Hg, 1))
-        if float(s.max()) > RESCALE_ABOVE:
-            up = s.amax(-1).clamp(min=0).view(cnt, Hg)  # the new reference, over the old
-            s.sub_(up.view(cnt * Hg, 1))
-            down = torch.exp(-up)
-            m.index_add_(0, rows, up)
-            o.index_copy_(0, rows, o.index_select(0, rows) * down[..., None])
-            l.index_copy_(0, rows, l.index_select(0, rows) * down)
-        p = s.exp_()
-        o.index_add_(0, rows, (p @ vb[n]).view(cnt, Hg, D))
-        l.index_add_(0, rows, p.sum(-1).view(cnt, Hg))
+        q_rows = qs.index_select(0, rows).view(cnt * Hg, D)
+        m_rows = m.index_select(0, rows).view(cnt * Hg, 1)
+        pv = (q_rows @ kb[n].T).sub_(m_rows).exp_() @ vb1[n]  # (cnt * Hg, D + 1)
+        if not float(pv[:, D].max()) <= limit:  # also catches inf and NaN
+            s = (q_rows @ kb[n].T).sub_(m_rows)
+            up = s.amax(-1, keepdim=True).clamp_(min=0)  # the new reference, over the old
+            m.index_add_(0, rows, up.view(cnt, Hg))
+            ol.index_copy_(0, rows, ol.index_select(0, rows) * torch.exp(-up).view(cnt, Hg, 1))
+            pv = s.sub_(up).exp_() @ vb1[n]
+        ol.index_add_(0, rows, pv.view(cnt, Hg, D + 1))
 
 
 def _sparse(q, k, v, block_idx, block_size, scale):
     B, H, T, D = q.shape
     G, S = k.shape[1], k.shape[2]
     Hg, bs, offset = H // G, block_size, S - T
-    kb, vb = _blocks(k, bs), _blocks(v, bs)  # (B, G, NB, bs, D)
+    kb = _blocks(k, bs)  # (B, G, NB, bs, D)
+    vb1 = _blocks(F.pad(v, (0, 1), value=1.0), bs)  # (B, G, NB, bs, D + 1): a column of ones sums p
     qs = (q * scale).view(B, G, Hg, T, D).transpose(2, 3).contiguous()  # (B, G, T, Hg, D)
     step = max(bs, QUERY_CHUNK // bs * bs)  # queries per local pass (bounds its (.., bs) scores)
-    parts = [_local(qs[:, :, c0 : c0 + step], kb, vb, offset + c0) for c0 in range(0, T, step)]
-    o, m, l = (torch.cat(x, dim=2).contiguous() if len(parts) > 1 else x[0].contiguous() for x in zip(*parts))
+    ol = qs.new_empty(B, G, T, Hg, D + 1)
+    m = qs.new_empty(B, G, T, Hg)
+    for c0 in range(0, T, step):
+        ol[:, :, c0 : c0 + step], m[:, :, c0 : c0 + step] = _local(qs[:, :, c0 : c0 + step], kb, vb1, offset + c0)
     for b in range(B):
         for g in range(G):
-            _remote(o[b, g], m[b, g], l[b, g], qs[b, g], kb[b, g], vb[b, g], block_idx[b, g], offset)
-    o = o / l[..., None] if o.requires_grad else o.div_(l[..., None])  # (B, G, T, Hg, D)
-    return o.transpose(2, 3).reshape(B, H, T, D)
+            _remote(ol[b, g], m[b, g], qs[b, g], kb[b, g], vb1[b, g], block_idx[b, g], offset)
+    o = torch.empty(B, G, Hg, T, D, dtype=q.dtype, device=q.device)
+    torch.div(ol[..., :D].transpose(2, 3), ol[..., D:].transpose(2, 3), out=o)  # one pass into the heads' layout
+    return o.view(B, H, T, D)
 
 
 # ---------------------------------------------------------------- gathered rows (training)
