@@ -88,12 +88,13 @@ def msa_select(index_q, index_k, block_size: int, top_k: int, *, pool: str = "ma
                     j1 = min(n_cand * bs, j0 + k_step)
                     tile = ik[b, j0:j1] @ qt.T  # (j1 - j0, G * Tq)
                     torch.amax(tile.view(-1, bs, tile.shape[1]), dim=1, out=block_T[j0 // bs : j1 // bs])
-                scores = block_T.T.contiguous()  # (G * Tq, n_cand)
+                scores = block_T.T  # (G * Tq, n_cand), a strided view: topk reads it as it is
             else:
                 scores = qt @ mean_keys[:n_cand].T  # (G * Tq, n_cand)
             scores = scores.view(G, t1 - t0, n_cand).mul_(scale)
-            later = torch.arange(n_cand, device=iq.device)[None, :] >= local[:, None]  # not strictly earlier
-            scores.masked_fill_(later, float("-inf"))
+            lo = int(local[0])  # blocks before the tile's first local block are earlier for every query
+            later = torch.arange(lo, n_cand, device=iq.device)[None, :] >= local[:, None]  # not strictly earlier
+            scores[..., lo:].masked_fill_(later, float("-inf"))
             val, idx = top_blocks(scores, min(top_k - 1, n_cand))  # (G, Tq, kk), descending
             out[b, :, t0:t1, 1 : 1 + val.shape[-1]] = idx.masked_fill(val == float("-inf"), -1)
     return out
