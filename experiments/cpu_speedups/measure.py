@@ -354,7 +354,9 @@ def lightning_op(calls: int, H: int = 8, D: int = 8, T: int = 65536):
     with torch.no_grad():
         (oo, os_), (no, ns) = old.lightning_attn(q, k, v, decay), new.lightning_attn(q, k, v, decay)
     close(no, oo, "o"), close(ns, os_, "state")
-    run = lambda f: lambda: f(q, k, v, decay)
+    def run(f):
+        return lambda: f(q, k, v, decay)
+
     with torch.no_grad():
         return [dict(design="lightning", metric="speedup/lightning_op", unit="x", context_len=T, heads=H, head_dim=D,
                      what="lightning_attn forward, B 1, contiguous inputs",
@@ -379,7 +381,10 @@ def lightning_scan(calls: int, H: int = 8, D: int = 64, T: int = 65536, layer: i
     with torch.no_grad():
         (oo, os_), (no, ns) = old.lightning_attn(q, k, v, decay), new.lightning_attn(q, k, v, decay)
         close(no, oo, "o"), close(ns, os_, "state")
-        run = lambda f: lambda: f(q, k, v, decay)
+
+        def run(f):
+            return lambda: f(q, k, v, decay)
+
         return [dict(design="lightning", metric="speedup/lightning_op", unit="x", context_len=T, heads=H, head_dim=D,
                      what="lightning_attn forward, B 1, contiguous inputs",
                      old=f"{SESSION_4}: float64 cumulative-sum scan, segments across all heads (copied), o assembled by cat",
@@ -401,11 +406,17 @@ def msa_op(calls: int, op: str = "attn", T: int = 65536):
         idx = new.msa_select(iq, ik, bs, k)
         if op == "select":
             assert torch.equal(idx, old.msa_select(iq, ik, bs, k)), "old and new selections differ"
-            run = lambda m: lambda: m.msa_select(iq, ik, bs, k)
+
+            def run(m):
+                return lambda: m.msa_select(iq, ik, bs, k)
+
             how = ("token scores as (queries, keys) tiles, max over each row's blocks", "(keys, queries) tiles, max across rows (vectorised along the queries)")
         else:
             close(new.msa_attn(q, kk, v, idx, bs), old.msa_attn(q, kk, v, idx, bs), "o")
-            run = lambda m: lambda: m.msa_attn(q, kk, v, idx, bs)
+
+            def run(m):
+                return lambda: m.msa_attn(q, kk, v, idx, bs)
+
             how = ("remote blocks folded in by an online softmax (running max, rescale per block)", "remote blocks added onto the local block's sums (index_add, rescale only past RESCALE_ABOVE)")
         return [dict(design="msa", metric=f"speedup/msa_{op}", unit="x", context_len=T, heads=H, head_dim=D,
                      what=f"msa_{op} forward (no grad), B 1, H 8, Hkv 2, block 64, top 8",
