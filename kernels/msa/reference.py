@@ -141,13 +141,20 @@ def _blocks(x, bs: int):
     return (F.pad(x, (0, 0, 0, pad)) if pad else x).view(B, G, (S + pad) // bs, bs, D)
 
 
-def _local(qs, kb, vb1, p0: int):
+def _ones(vb):
+    """(..., bs, D) value blocks -> (..., bs, D + 1) with a column of ones: p @ it gives p v and
+    p's row sums in one GEMM. Only the blocks in use are padded (a decode step reads 7 of a
+    cache's thousands)."""
+    return F.pad(vb, (0, 1), value=1.0)
+
+
+def _local(qs, kb, vb, p0: int):
     """Causal attention of queries to their own block, every query block at once.
 
-    qs (B, G, Tc, Hg, D) pre-scaled queries at absolute positions p0 .. p0 + Tc - 1; kb (B, G,
-    NB, bs, D); vb1 (B, G, NB, bs, D + 1), the values with a column of ones. Returns the softmax
-    statistics over each query's local block: ol (B, G, Tc, Hg, D + 1), the output unnormalised
-    (relative to m) with the sum l as its last column, and m (B, G, Tc, Hg).
+    qs (B, G, Tc, Hg, D) pre-scaled queries at absolute positions p0 .. p0 + Tc - 1; kb, vb (B,
+    G, NB, bs, D). Returns the softmax statistics over each query's local block: ol (B, G, Tc,
+    Hg, D + 1), the output unnormalised (relative to m) with the sum l as its last column, and
+    m (B, G, Tc, Hg).
     """
     B, G, Tc, Hg, D = qs.shape
     bs = kb.shape[3]
@@ -159,17 +166,17 @@ def _local(qs, kb, vb1, p0: int):
     lane = torch.arange(bs, device=qs.device)
     s.masked_fill_(lane[None, :] > lane.repeat_interleave(Hg)[:, None], float("-inf"))  # key lane <= query lane
     m = s.amax(-1, keepdim=True)
-    ol = s.sub_(m).exp_() @ vb1[:, :, b0 : b0 + n_q]  # (B, G, n_q, bs * Hg, D + 1)
+    ol = s.sub_(m).exp_() @ _ones(vb[:, :, b0 : b0 + n_q])  # (B, G, n_q, bs * Hg, D + 1)
     keep = slice(front, front + Tc)
     return ol.view(B, G, n_q * bs, Hg, D + 1)[:, :, keep], m.view(B, G, n_q * bs, Hg)[:, :, keep]
 
 
-def _remote(ol, m, qs, kb, vb1, sel, p0: int):
+def _remote(ol, m, qs, kb, vb, sel, p0: int):
     """Add each query's selected earlier blocks into its softmax sums, block-major.
 
     For one (batch, group): ol (T, Hg, D + 1) and m (T, Hg) from _local, updated in place; qs
-    (T, Hg, D) pre-scaled queries at absolute positions p0 ..; kb (NB, bs, D), vb1 (NB, bs,
-    D + 1) with its column of ones; sel (T, top_k) block ids. (query, block) pairs are sorted by
+    (T, Hg, D) pre-scaled queries at absolute positions p0 ..; kb, vb (NB, bs, D); sel (T,
+    top_k) block ids. (query, block) pairs are sorted by
     block, so each key block meets all the queries that chose it in one GEMM; those blocks lie
     wholly in the past (no mask), and every buffer is one block's worth (cache-sized).
 
@@ -198,13 +205,14 @@ def _remote(ol, m, qs, kb, vb1, sel, p0: int):
         start += cnt
         q_rows = qs.index_select(0, rows).view(cnt * Hg, D)
         m_rows = m.index_select(0, rows).view(cnt * Hg, 1)
-        pv = (q_rows @ kb[n].T).sub_(m_rows).exp_() @ vb1[n]  # (cnt * Hg, D + 1)
+        v1 = _ones(vb[n])  # (bs, D + 1)
+        pv = (q_rows @ kb[n].T).sub_(m_rows).exp_() @ v1  # (cnt * Hg, D + 1)
         if not float(pv[:, D].max()) <= limit:  # also catches inf and NaN
             s = (q_rows @ kb[n].T).sub_(m_rows)
             up = s.amax(-1, keepdim=True).clamp_(min=0)  # the new reference, over the old
             m.index_add_(0, rows, up.view(cnt, Hg))
             ol.index_copy_(0, rows, ol.index_select(0, rows) * torch.exp(-up).view(cnt, Hg, 1))
-            pv = s.sub_(up).exp_() @ vb1[n]
+            pv = s.sub_(up).exp_() @ v1
         ol.index_add_(0, rows, pv.view(cnt, Hg, D + 1))
 
 
@@ -212,17 +220,16 @@ def _sparse(q, k, v, block_idx, block_size, scale):
     B, H, T, D = q.shape
     G, S = k.shape[1], k.shape[2]
     Hg, bs, offset = H // G, block_size, S - T
-    kb = _blocks(k, bs)  # (B, G, NB, bs, D)
-    vb1 = _blocks(F.pad(v, (0, 1), value=1.0), bs)  # (B, G, NB, bs, D + 1): a column of ones sums p
+    kb, vb = _blocks(k, bs), _blocks(v, bs)  # (B, G, NB, bs, D)
     qs = (q * scale).view(B, G, Hg, T, D).transpose(2, 3).contiguous()  # (B, G, T, Hg, D)
     step = max(bs, QUERY_CHUNK // bs * bs)  # queries per local pass (bounds its (.., bs) scores)
     ol = qs.new_empty(B, G, T, Hg, D + 1)
     m = qs.new_empty(B, G, T, Hg)
     for c0 in range(0, T, step):
-        ol[:, :, c0 : c0 + step], m[:, :, c0 : c0 + step] = _local(qs[:, :, c0 : c0 + step], kb, vb1, offset + c0)
+        ol[:, :, c0 : c0 + step], m[:, :, c0 : c0 + step] = _local(qs[:, :, c0 : c0 + step], kb, vb, offset + c0)
     for b in range(B):
         for g in range(G):
-            _remote(ol[b, g], m[b, g], qs[b, g], kb[b, g], vb1[b, g], block_idx[b, g], offset)
+            _remote(ol[b, g], m[b, g], qs[b, g], kb[b, g], vb[b, g], block_idx[b, g], offset)
     o = torch.empty(B, G, Hg, T, D, dtype=q.dtype, device=q.device)
     torch.div(ol[..., :D].transpose(2, 3), ol[..., D:].transpose(2, 3), out=o)  # one pass into the heads' layout
     return o.view(B, H, T, D)
