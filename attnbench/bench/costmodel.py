@@ -117,11 +117,11 @@ def lightning_cost(phase, n, a: Arch, B, e, impl) -> Cost:
     for P, p_times in ((pairs, BH // pairs), (BH % pairs, 1)):
         for L, t_times in ((tokens, T // tokens), (T % tokens, 1)):
             if P and p_times and L and t_times:
-                c = c + _lightning_segment(L, P, Dk, Dv, e, chunk).scaled(p_times * t_times)
+                c = c + _lightning_tile(L, P, Dk, Dv, e, chunk).scaled(p_times * t_times)
     return c.add("glue", 0, 0, 40, kind="vec")  # slicing, reshapes, masks: ~70 torch ops a call in all
 
 
-def _lightning_segment(L, P, Dk, Dv, e, chunk) -> Cost:
+def _lightning_tile(L, P, Dk, Dv, e, chunk) -> Cost:
     """One tile of the reference: P (batch, head) pairs by L tokens."""
     from attnbench.kernels.lightning.reference import SCAN_GROUP
 
