@@ -78,7 +78,8 @@ FIGURE_DIR = "figures"  # the report's PNGs, beside report.html (W&B logs them a
 
 @dataclass
 class RunData:
-    records: pd.DataFrame  # one row per record, COLUMNS + run_dir + v (the value as a float, NaN if not a number)
+    # one row per record: COLUMNS + run_dir + run_start (its header's started) + v (the value as a float, NaN if not a number)
+    records: pd.DataFrame
     headers: list[dict]  # one per (re)start, with run_dir added
     footers: list[dict]  # one per (re)start that ended through attnbench.cli (completed | interrupted | failed)
     files: list[Path]
@@ -125,16 +126,18 @@ def load(names: Iterable[Path | str]) -> RunData:
             raise ResultsError(f"{f}: not an attnbench results file: no header or record line{why}")
         if found.summary():
             problems.append(found.summary())
+        started = None  # the (re)start that wrote the records that follow: its header's "started"
         for obj in found.objects:
             kind = obj.get("type")
             if kind == "record":
-                rows.append({**obj, "run_dir": run_dir})
+                rows.append({**obj, "run_dir": run_dir, "run_start": started})
             elif kind == "header":
                 headers.append({**obj, "run_dir": run_dir})
+                started = obj.get("started")
             elif kind == "footer":
                 footers.append({**obj, "run_dir": run_dir})
     df = pd.DataFrame(rows)
-    for col in (*COLUMNS, "run_dir"):
+    for col in (*COLUMNS, "run_dir", "run_start"):
         if col not in df.columns:
             df[col] = None
     df = df.astype({c: object for c in df.columns}).copy()  # keep ints ints and lists lists; one block

@@ -87,12 +87,31 @@ def kv_check(data: RunData) -> pd.DataFrame:
 # ---------------------------------------------------------------- kernels
 
 
+def cpu_of(data: RunData) -> dict[str, str]:
+    """run_dir -> the CPU its header names (a machine's ratios are not another's)."""
+    return {h["run_dir"]: h.get("hardware", {}).get("cpu", "?") for h in data.headers}
+
+
+def _by_cpu_and_length(data: RunData, d: pd.DataFrame, peak: bool = False):
+    """(row label columns, records) per CPU and length, the CPUs in the order their runs started;
+    with peak, the CPU's label adds its run's calibrated fp32 matmul peak."""
+    cpus = d["run_dir"].map(cpu_of(data)).fillna("?")
+    if peak:
+        cal = metric(data.records, "calibration/matmul_flops").groupby("run_dir")["v"].last()
+        rate = d["run_dir"].map(lambda r: cal.get(r))
+        cpus = cpus + rate.map(lambda f: "" if pd.isna(f) else f" (peak {f / 1e9:.1f} GFLOP/s)")
+    started = {h["run_dir"]: h.get("started", "") for h in data.headers}
+    first = d.assign(cpu=cpus, started=d["run_dir"].map(started)).groupby("cpu")["started"].min().sort_values()
+    for cpu in first.index:
+        for L, g in d[cpus == cpu].groupby("context_len"):
+            yield {"CPU": cpu, "T": f"{L:.0f}"}, g
+
+
 @table("kernels/cpu")
 def kernels_cpu(data: RunData) -> pd.DataFrame:
     d = metric(data.records, "latency/prefill_ms")
     rows = []
-    for L, g in d.groupby("context_len"):
-        row = {"T": f"{L:.0f}"}
+    for row, g in _by_cpu_and_length(data, d):
         base = g[(g["op"] == "softmax") & (g["status"] == "measured")]["v"]
         for (op, backend), gg in g.groupby(["op", "backend"], sort=False):
             if (gg["status"] != "measured").all():
@@ -114,8 +133,7 @@ def kernels_efficiency(data: RunData) -> pd.DataFrame:
     d = metric(data.records, "latency/prefill_ms")
     d = d[d["status"] == "measured"]
     rows = []
-    for L, g in d.groupby("context_len"):
-        row = {"T": f"{L:.0f}"}
+    for row, g in _by_cpu_and_length(data, d, peak=True):
         for (op, backend), gg in g.groupby(["op", "backend"], sort=False):
             r = gg.iloc[0]
             rate = r.get("gflop_per_s")
@@ -363,6 +381,53 @@ def cpu_heap(data: RunData) -> pd.DataFrame:
                 "in use (MiB)": f"{r['heap_used_bytes'] / 2**20:.0f}",
                 "prefill s": f"{r['seconds']:.2f}",
                 "last / first quarter of the chunks": f"{r['last_quarter_s'] / r['first_quarter_s']:.2f}",
+                "load (1 min)": f"{r['load']:.2f}",
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+# ---------------------------------------------------------------- timing_order
+
+
+@table("timing_order/phases")
+def timing_order(data: RunData) -> pd.DataFrame:
+    """experiments/timing_order/probe.py: seconds a call of each op in each phase (the fp32 matmul
+    as GFLOP/s), in the order the phases ran."""
+    d = metric(data.records, "timing_order/seconds")
+    rows = []
+    for phase, g in d.groupby("phase", sort=False):
+        row = {"phase": phase}
+        for op, gg in g.groupby("op", sort=False):
+            v = gg["v"]
+            if op == "matmul":
+                row["matmul GFLOP/s (median of 15)"] = f"{gg['gflop_per_s'].iloc[0]:.1f}"
+            elif len(v) == 1:
+                row[f"{op} s"] = f"{v.iloc[0]:.2f}"
+            else:
+                row[f"{op} s"] = f"{v.median():.3f} ({v.min():.3f}–{v.max():.3f}, n {len(v)})"
+        row["minor faults"] = f"{g['minor_faults'].sum():.0f}"
+        row["load (1 min)"] = f"{g['loadavg'].min():.2f}–{g['loadavg'].max():.2f}"
+        rows.append(row)
+    return pd.DataFrame(rows).fillna("—")
+
+
+@table("cpu_speedups/prefill_chunks")
+def cpu_prefill_chunks(data: RunData) -> pd.DataFrame:
+    """experiments/cpu_speedups/measure.py prefill_chunks: one compiled prefill, its chunks' seconds by quarter."""
+    d = metric(data.records, "prefill/seconds")
+    cpus = {h.get("started"): h.get("hardware", {}).get("cpu", "?") for h in data.headers}
+    rows = []
+    for _, r in d.iterrows():
+        q = r["quarter_s"]
+        rows.append(
+            {
+                "CPU": cpus.get(r["run_start"], "?"),  # the header of the (re)start that wrote it
+                "tokens": fmt_len(r["context_len"]),
+                "chunk": f"{r['chunk']:,.0f}",
+                "prefill s": f"{r['v']:.1f}",
+                "quarters of the chunks (s)": ", ".join(f"{x:.1f}" for x in q),
+                "last / first quarter": f"{q[-1] / q[0]:.2f}",
                 "load (1 min)": f"{r['load']:.2f}",
             }
         )

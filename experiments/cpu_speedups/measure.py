@@ -298,6 +298,21 @@ def heap_growth(calls: int, n: int = 1 << 20, chunk: int = 16384, compiled: bool
     return out
 
 
+def prefill_chunks(calls: int, n: int = 1 << 22, chunk: int = 16384):
+    """Does a compiled Model.prefill slow down as it goes? One process a call (fresh heap), the
+    seconds of each quarter of its chunks. Not a ratio: one record per process."""
+    out = []
+    for _ in range(calls):
+        r = _prefill_run(n, chunk, False, True)
+        q = len(r["chunk_s"]) // 4
+        quarters = [sum(r["chunk_s"][i * q : (i + 1) * q]) for i in range(4)]
+        out.append(dict(design="lightning_hybrid_h8", metric="prefill/seconds", unit="s", value=r["seconds"], context_len=n, chunk=chunk,
+                        what=f"one compiled Model.prefill of {n} tokens (the shipped 8-layer tiny model), B 1, fresh process",
+                        quarter_s=quarters, chunk_s=r["chunk_s"], heap_bytes=r["heap_bytes"], load=round(load(), 2)))
+        print(f"prefill_chunks: {r['seconds']:.1f} s; quarters " + ", ".join(f"{x:.1f}" for x in quarters), flush=True)
+    return out
+
+
 def moe_fixed_buffers(calls: int, n: int = 1 << 20, chunk: int = 16384):
     """Model.prefill of n tokens (eager), the MoE dispatch with per-expert buffers (PER_EXPERT)
     against fixed-size buffers; one process a call, so each starts from a fresh heap."""
@@ -423,6 +438,24 @@ def msa_op(calls: int, op: str = "attn", T: int = 65536):
                      old=f"{SESSION_4}: {how[0]}", new=how[1], **alternate(run(old), run(new), calls))]
 
 
+def msa_select_tiles(calls: int, rows: int, keys: int, T: int = 32768):
+    """msa_select with other score tiles (SELECT_ROWS x SELECT_KEYS) against the committed
+    512 x 512, both the code at HEAD, at kernels_cpu's shape (index dim 64, block 64, top 8)."""
+    B, G, Di, bs, k = 1, 2, 64, 64, 8
+    old = old_module("kernels/msa/reference.py", "msa_reference_head", {"from ..": "from attnbench.kernels."}, rev="HEAD")
+    new = old_module("kernels/msa/reference.py", f"msa_reference_{rows}_{keys}", {"from ..": "from attnbench.kernels."}, rev="HEAD")
+    new.SELECT_ROWS, new.SELECT_KEYS = rows, keys
+    g = torch.Generator().manual_seed(0)
+    iq, ik = torch.randn(B, G, T, Di, generator=g), torch.randn(B, T, Di, generator=g)
+    with torch.no_grad():
+        assert torch.equal(new.msa_select(iq, ik, bs, k), old.msa_select(iq, ik, bs, k)), "selections differ"
+        return [dict(design="msa", metric=f"speedup/msa_select_tiles_{rows}x{keys}", unit="x", context_len=T, heads=G, head_dim=Di,
+                     what="msa_select (no grad), B 1, 2 index heads, index dim 64, block 64, top 8",
+                     old=f"HEAD: score tiles of {old.SELECT_ROWS} rows x {old.SELECT_KEYS} keys",
+                     new=f"score tiles of {rows} rows x {keys} keys",
+                     **alternate(lambda: old.msa_select(iq, ik, bs, k), lambda: new.msa_select(iq, ik, bs, k), calls))]
+
+
 def moe_forward(calls: int, T: int = 16384):
     """The MoE layer of the tiny backbone on one prefill chunk (no gradient)."""
     import types as _types
@@ -501,7 +534,9 @@ CASES = {"msa_train_layer": msa_train_layer, "msa_train_layer_2048": lambda c: m
          "moe_fixed_buffers": moe_fixed_buffers, "prefill_compiled": prefill_compiled, "heap_growth": heap_growth,
          "heap_growth_compiled": lambda c: heap_growth(c, compiled=True),
          "lightning_scan": lightning_scan, "lightning_scan_16k": lambda c: lightning_scan(c, 8, 8, 16384, 0, 8),
-         "msa_remote": msa_op, "msa_select_rows": lambda c: msa_op(c, "select")}
+         "msa_remote": msa_op, "msa_select_rows": lambda c: msa_op(c, "select"), "prefill_chunks": lambda c: prefill_chunks(1),  # one 4M prefill (~2 min)
+         **{f"msa_select_tiles_{r}x{k}": (lambda c, r=r, k=k: msa_select_tiles(c, r, k))
+            for r, k in ((512, 256), (256, 512), (1024, 256), (256, 1024), (1024, 512))}}
 
 
 def main() -> None:
