@@ -242,3 +242,40 @@ def test_report_cli_decision(tmp_path):
         cwd=tmp_path,
     )
     assert bad.returncode == 2 and "no results.jsonl" in bad.stderr
+
+
+def test_records_carry_the_cpu_of_the_restart_that_wrote_them_and_kernel_tables_keep_cpus_apart(tmp_path):
+    """One results file may hold runs of several machines (a rerun appends): each record takes the
+    CPU of the header before it, and the kernels tables give each CPU its own rows."""
+    from attnbench.report import readme_tables_costs  # noqa: F401  (registers the kernels tables)
+    from attnbench.report.readme import TABLES
+
+    def run(cpu: str, started: str, sdpa_ms: float) -> list[dict]:
+        head = {"type": "header", "exp": "kernels_cpu", "config_hash": "h", "started": started, "hardware": {"cpu": cpu}}
+        recs = [
+            {
+                "type": "record",
+                "exp": "kernels_cpu",
+                "design": d,
+                "layout": "",
+                "metric": "latency/prefill_ms",
+                "value": ms,
+                "unit": "ms",
+                "status": "measured",
+                "op": op,
+                "backend": b,
+                "context_len": 4096,
+                "loadavg": [0.5, 0.5, 0.5],
+                "note": "synthetic test fixture",
+            }
+            for d, op, b, ms in (("softmax", "softmax", "sdpa", sdpa_ms), ("lightning", "lightning", "reference", 10.0))
+        ]
+        return [head, *recs]
+
+    lines = run("CPU A", "2026-01-02T00:00:00+00:00", 40.0) + run("CPU B", "2026-01-01T00:00:00+00:00", 20.0)
+    (tmp_path / "results.jsonl").write_text("".join(json.dumps(l) + "\n" for l in lines))
+    data = load([tmp_path])
+    assert list(data.records["cpu"]) == ["CPU A", "CPU A", "CPU B", "CPU B"]
+    table = TABLES["kernels/cpu"](data)
+    assert list(table["CPU"]) == ["CPU B", "CPU A"]  # in the order the runs started
+    assert list(table["lightning (reference) ms"]) == ["10.0 (2.0x)", "10.0 (4.0x)"]  # each against its own machine's SDPA

@@ -78,7 +78,8 @@ FIGURE_DIR = "figures"  # the report's PNGs, beside report.html (W&B logs them a
 
 @dataclass
 class RunData:
-    # one row per record: COLUMNS + run_dir + run_start (its header's started) + v (the value as a float, NaN if not a number)
+    # one row per record: COLUMNS + run_dir + run_start and cpu (its header's started and hardware.cpu: a file can hold
+    # runs of several machines) + v (the value as a float, NaN if not a number)
     records: pd.DataFrame
     headers: list[dict]  # one per (re)start, with run_dir added
     footers: list[dict]  # one per (re)start that ended through attnbench.cli (completed | interrupted | failed)
@@ -126,18 +127,18 @@ def load(names: Iterable[Path | str]) -> RunData:
             raise ResultsError(f"{f}: not an attnbench results file: no header or record line{why}")
         if found.summary():
             problems.append(found.summary())
-        started = None  # the (re)start that wrote the records that follow: its header's "started"
+        started = cpu = None  # the (re)start that wrote the records that follow: its header's time and CPU
         for obj in found.objects:
             kind = obj.get("type")
             if kind == "record":
-                rows.append({**obj, "run_dir": run_dir, "run_start": started})
+                rows.append({**obj, "run_dir": run_dir, "run_start": started, "cpu": cpu})
             elif kind == "header":
                 headers.append({**obj, "run_dir": run_dir})
-                started = obj.get("started")
+                started, cpu = obj.get("started"), (obj.get("hardware") or {}).get("cpu")
             elif kind == "footer":
                 footers.append({**obj, "run_dir": run_dir})
     df = pd.DataFrame(rows)
-    for col in (*COLUMNS, "run_dir", "run_start"):
+    for col in (*COLUMNS, "run_dir", "run_start", "cpu"):
         if col not in df.columns:
             df[col] = None
     df = df.astype({c: object for c in df.columns}).copy()  # keep ints ints and lists lists; one block

@@ -54,18 +54,26 @@ def latency(df: pd.DataFrame) -> Figure | None:
     if all(metric(df, m).empty and metric(df, c).empty for _, m, c in phases):
         return None
     lat = df[df["metric"].isin([m for _, m, _ in phases])]
-    devices: list[str | None] = [*sorted({str(x) for x in lat["device"].dropna()})] or [None]  # one row per device: never compared across
-    fig, axes = new_figure(2, len(devices), height=3.2)
+    # one row per device, and per CPU where runs of several CPUs are pooled: never compared across
+    by_cpu = "cpu" in lat.columns and lat["cpu"].nunique() > 1
+    cpus = lat["cpu"] if by_cpu else [None] * len(lat)
+    rows_of: list[tuple[str | None, str | None]] = sorted(
+        {(str(dev), None if cpu is None else str(cpu)) for dev, cpu in zip(lat["device"], cpus) if pd.notna(dev)}
+    ) or [(None, None)]
+    fig, axes = new_figure(2, len(rows_of), height=3.2)
     names = designs(df)
     statuses: set[str] = set()
-    for row, device in zip(axes, devices):
+    for row, (device, cpu) in zip(axes, rows_of):
         for ax, (phase, name_ms, name_x) in zip(row, phases):
             d = metric(df, name_ms)
             d = d[d["device"] == device] if device else d
-            keys = varying(d, ("backend", "scope", "dtype")) if not d.empty else []
+            d = d[d["cpu"].astype(str) == cpu] if cpu else d
             for name in designs(d):
                 color, marker = style(name, names)
                 g = d[d["design"] == name]
+                keys = varying(
+                    g, [k for k in ("backend", "scope", "dtype", "op") if k in g.columns]
+                )  # what tells this design's series apart
                 for _, gg in g.groupby(keys, dropna=False) if keys else [(None, g)]:
                     statuses |= plot_status_series(ax, gg, "context_len", "v", color, marker, series_label(name, gg.iloc[0], keys))
                     meas = gg[(gg["status"] == "measured") & gg["p25_ms"].notna() & gg["p75_ms"].notna()]
@@ -76,7 +84,7 @@ def latency(df: pd.DataFrame) -> Figure | None:
             len_axis(ax)
             if not d.empty and (d["v"] > 0).any():
                 ax.set_yscale("log")
-            ax.set_title(phase + (f" ({device})" if device else ""))
+            ax.set_title(phase + (f" ({device})" if device else "") + (f", {cpu}" if cpu else ""))
             ax.set_xlabel("context length (tokens)")
             ax.set_ylabel("ms" + (" per token" if phase == "decode" else ""))
         design_legend(row[-1])

@@ -87,22 +87,15 @@ def kv_check(data: RunData) -> pd.DataFrame:
 # ---------------------------------------------------------------- kernels
 
 
-def cpu_of(data: RunData) -> dict[str, str]:
-    """run_dir -> the CPU its header names (a machine's ratios are not another's)."""
-    return {h["run_dir"]: h.get("hardware", {}).get("cpu", "?") for h in data.headers}
-
-
 def _by_cpu_and_length(data: RunData, d: pd.DataFrame, peak: bool = False):
-    """(row label columns, records) per CPU and length, the CPUs in the order their runs started;
-    with peak, the CPU's label adds its run's calibrated fp32 matmul peak."""
-    cpus = d["run_dir"].map(cpu_of(data)).fillna("?")
+    """(row label columns, records) per CPU and length (a machine's ratios are not another's), the
+    CPUs in the order their runs started; with peak, the CPU's label adds its run's calibrated fp32
+    matmul peak."""
+    cpus = d["cpu"].fillna("?")
     if peak:
-        cal = metric(data.records, "calibration/matmul_flops").groupby("run_dir")["v"].last()
-        rate = d["run_dir"].map(lambda r: cal.get(r))
-        cpus = cpus + rate.map(lambda f: "" if pd.isna(f) else f" (peak {f / 1e9:.1f} GFLOP/s)")
-    started = {h["run_dir"]: h.get("started", "") for h in data.headers}
-    first = d.assign(cpu=cpus, started=d["run_dir"].map(started)).groupby("cpu")["started"].min().sort_values()
-    for cpu in first.index:
+        cal = metric(data.records, "calibration/matmul_flops").groupby("run_start")["v"].last()
+        cpus = cpus + d["run_start"].map(cal).map(lambda f: "" if pd.isna(f) else f" (peak {f / 1e9:.1f} GFLOP/s)")
+    for cpu in d.assign(label=cpus).groupby("label")["run_start"].min().sort_values().index:
         for L, g in d[cpus == cpu].groupby("context_len"):
             yield {"CPU": cpu, "T": f"{L:.0f}"}, g
 
@@ -416,13 +409,12 @@ def timing_order(data: RunData) -> pd.DataFrame:
 def cpu_prefill_chunks(data: RunData) -> pd.DataFrame:
     """experiments/cpu_speedups/measure.py prefill_chunks: one compiled prefill, its chunks' seconds by quarter."""
     d = metric(data.records, "prefill/seconds")
-    cpus = {h.get("started"): h.get("hardware", {}).get("cpu", "?") for h in data.headers}
     rows = []
     for _, r in d.iterrows():
         q = r["quarter_s"]
         rows.append(
             {
-                "CPU": cpus.get(r["run_start"], "?"),  # the header of the (re)start that wrote it
+                "CPU": r["cpu"] or "?",
                 "tokens": fmt_len(r["context_len"]),
                 "chunk": f"{r['chunk']:,.0f}",
                 "prefill s": f"{r['v']:.1f}",
