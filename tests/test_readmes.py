@@ -7,10 +7,12 @@ its reason as not from the records (attnbench/report/readme.py).
 
 from __future__ import annotations
 
+import json
 import re
 
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from attnbench.report.readme import BLOCK, check, experiment_readmes
@@ -41,3 +43,24 @@ def test_the_check_catches_a_typed_number_and_a_stale_table(tmp_path):
     changed = f"{int(count.group(1)) + 1}/{count.group(2)}"
     stale.write_text(text[: count.start()] + changed + text[count.end() :])
     assert any("out of date" in p.what for p in check(stale, data))
+
+
+def test_every_readme_table_can_be_made_from_a_run_that_has_just_started(tmp_path):
+    """`readme --check` during a run: a results file with a header and no records yet gives every
+    registered table (empty), never an exception."""
+    from attnbench.report import readme_tables, readme_tables_costs  # noqa: F401  (registers the tables)
+    from attnbench.report.data import load
+    from attnbench.report.readme import TABLES
+
+    head = {
+        "type": "header",
+        "exp": "needle_4m",
+        "config_hash": "h",
+        "started": "2026-01-01T00:00:00+00:00",
+        "hardware": {"cpu": "x"},
+        "config": {},
+    }
+    (tmp_path / "results.jsonl").write_text(json.dumps(head) + "\n")
+    data = load([tmp_path])
+    for name, make in TABLES.items():
+        assert isinstance(make(data), pd.DataFrame), name

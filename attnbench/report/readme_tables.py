@@ -185,6 +185,8 @@ def needle_cost(data: RunData) -> pd.DataFrame:
                 "process peak RSS (not per cell)": fmt_bytes(r.max()) if len(r) else "—",
             }
         )
+    if not rows:  # a run that has not prefilled a haystack yet
+        return pd.DataFrame()
     return pd.DataFrame(sorted(rows, key=lambda r: r["_order"])).drop(columns="_order")
 
 
@@ -255,6 +257,8 @@ def anomaly_by_depth(data: RunData) -> pd.DataFrame:
 @table("depth_anomaly/by_position")
 def anomaly_by_position(data: RunData) -> pd.DataFrame:
     d = metric(data.records, "depth_anomaly/acc_by_position").rename(columns={"needle_pos": "needle at token"})
+    if d.empty:
+        return pd.DataFrame()
     return _grid(d, "needle at token", "context_len", lambda p: f"{p:.0f}", lambda L: f"L = {L:.0f}")
 
 

@@ -237,6 +237,8 @@ def crossover_analytic(data: RunData) -> pd.DataFrame:
 @table("crossover/costmodel")
 def crossover_costmodel(data: RunData) -> pd.DataFrame:
     d = metric(data.records, "costmodel/rel_error")
+    if d.empty:
+        return pd.DataFrame()
     rows = []
     for (scope, op, phase), g in d.groupby(["scope", "op", "phase"], sort=True):
         worst = g.loc[(g["v"].map(lambda x: max(x, 1 / x))).idxmax()]
@@ -388,6 +390,8 @@ def timing_order(data: RunData) -> pd.DataFrame:
     """experiments/timing_order/probe.py: seconds a call of each op in each phase (the fp32 matmul
     as GFLOP/s), in the order the phases ran."""
     d = metric(data.records, "timing_order/seconds")
+    if d.empty:
+        return pd.DataFrame()
     rows = []
     for phase, g in d.groupby("phase", sort=False):
         row = {"phase": phase}

@@ -160,8 +160,11 @@ def msa_train_step(calls: int, B: int = 16, T: int = 1024):
 
 
 def lightning_op_16k(calls: int, H: int = 8, D: int = 8, T: int = 16384):
-    """lightning_attn forward on one 16K-token prefill chunk of the hybrid: the 8 MiB segment bound
-    (two segments) against SEGMENT_BYTES now (one); same code otherwise."""
+    """lightning_attn forward on one 16K-token prefill chunk of the hybrid: forced short tiles
+    against the default tiles (tile_for); same code otherwise. Recorded when `segment=` meant the
+    tokens of a segment of all heads (an 8 MiB bound: two segments, against one); since the
+    reference's tiles (aa733d3) it means the tokens of a tile of one (batch, head) pair, and the
+    labels below say so."""
     from attnbench.kernels.lightning.reference import SEGMENT_BYTES, chunk_for, lightning_attn, segment_for
     from attnbench.model.lightning import decay_rates
 
@@ -178,8 +181,8 @@ def lightning_op_16k(calls: int, H: int = 8, D: int = 8, T: int = 16384):
         close(no, oo, "o"), close(ns, os_, "state")
         return [dict(design="lightning", metric="speedup/lightning_op", unit="x", context_len=T, heads=H, head_dim=D,
                      what="lightning_attn forward, B 1, contiguous inputs",
-                     old=f"segments of 8 MiB of scores ({old_segment} tokens)",
-                     new=f"segments of {SEGMENT_BYTES >> 20} MiB of scores (one segment)",
+                     old=f"tiles of one (batch, head) pair x {old_segment} tokens (segment={old_segment})",
+                     new=f"tile_for: all {T} tokens of as many pairs as {SEGMENT_BYTES >> 20} MiB of scores allow",
                      **alternate(run(old_segment), run(None), calls))]
 
 
