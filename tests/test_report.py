@@ -265,17 +265,27 @@ def test_records_carry_the_cpu_of_the_restart_that_wrote_them_and_kernel_tables_
                 "op": op,
                 "backend": b,
                 "context_len": 4096,
+                "device": "cpu",
                 "loadavg": [0.5, 0.5, 0.5],
                 "note": "synthetic test fixture",
             }
             for d, op, b, ms in (("softmax", "softmax", "sdpa", sdpa_ms), ("lightning", "lightning", "reference", 10.0))
         ]
-        return [head, *recs]
+        calibration = {**recs[0], "design": "-", "metric": "calibration/matmul_flops", "value": 1e9 * sdpa_ms, "unit": "FLOP/s"}
+        return [head, calibration, *recs]
 
     lines = run("CPU A", "2026-01-02T00:00:00+00:00", 40.0) + run("CPU B", "2026-01-01T00:00:00+00:00", 20.0)
     (tmp_path / "results.jsonl").write_text("".join(json.dumps(l) + "\n" for l in lines))
     data = load([tmp_path])
-    assert list(data.records["cpu"]) == ["CPU A", "CPU A", "CPU B", "CPU B"]
+    assert list(data.records["cpu"]) == ["CPU A"] * 3 + ["CPU B"] * 3
     table = TABLES["kernels/cpu"](data)
     assert list(table["CPU"]) == ["CPU B", "CPU A"]  # in the order the runs started
     assert list(table["lightning (reference) ms"]) == ["10.0 (2.0x)", "10.0 (4.0x)"]  # each against its own machine's SDPA
+    assert list(TABLES["kernels/efficiency"](data)["CPU"]) == ["CPU B (peak 20.0 GFLOP/s)", "CPU A (peak 40.0 GFLOP/s)"]
+    fig = F.latency(data.records)  # a row of panels (prefill, decode) per CPU, never one line across both
+    assert sorted(ax.get_title() for ax in fig.axes) == [
+        "decode (cpu), CPU A",
+        "decode (cpu), CPU B",
+        "prefill (cpu), CPU A",
+        "prefill (cpu), CPU B",
+    ]

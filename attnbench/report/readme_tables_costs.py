@@ -92,9 +92,11 @@ def _by_cpu_and_length(data: RunData, d: pd.DataFrame, peak: bool = False):
     CPUs in the order their runs started; with peak, the CPU's label adds its run's calibrated fp32
     matmul peak."""
     cpus = d["cpu"].fillna("?")
-    if peak:
-        cal = metric(data.records, "calibration/matmul_flops").groupby("run_start")["v"].last()
-        cpus = cpus + d["run_start"].map(cal).map(lambda f: "" if pd.isna(f) else f" (peak {f / 1e9:.1f} GFLOP/s)")
+    if peak:  # the last calibration of that run directory on that CPU (a resumed run calibrates again)
+        cal = metric(data.records, "calibration/matmul_flops").assign(cpu=lambda c: c["cpu"].fillna("?"))
+        last = cal.groupby(["run_dir", "cpu"])["v"].last()
+        rate = pd.Series([last.get((r, c)) for r, c in zip(d["run_dir"], cpus)], index=d.index, dtype=float)
+        cpus = cpus + rate.map(lambda f: "" if pd.isna(f) else f" (peak {f / 1e9:.1f} GFLOP/s)")
     for cpu in d.assign(label=cpus).groupby("label")["run_start"].min().sort_values().index:
         for L, g in d[cpus == cpu].groupby("context_len"):
             yield {"CPU": cpu, "T": f"{L:.0f}"}, g
