@@ -276,10 +276,9 @@ def run(cfg: DictConfig, run_dir: Path) -> None:
     ctx = RunContext(
         cfg=cfg, run_dir=run_dir, recorder=recorder, device=device, console=Console(stderr=True, soft_wrap=True, quiet=not main)
     )
-    if main and recorder.repaired.summary():  # damaged lines, cells not whole: set aside, their cells run again
+    if main and recorder.repaired.summary():  # the summary says what happens to each line and cell
         ctx.console.print(
-            f"attnbench: {recorder.repaired.summary()}; repaired: those cells run again, the removed "
-            f"lines are kept in {recorder.path.name}.damaged",
+            f"attnbench: {recorder.repaired.summary()}; repaired: the removed lines are kept in {recorder.path.name}.damaged",
             markup=False,
             highlight=False,
         )
@@ -403,7 +402,7 @@ def report_main(argv: list[str]) -> int:
         if not args.no_pdf and res.pdf_error:
             print(f"report: no PDF: {res.pdf_error}", file=sys.stderr)
         for problem in res.problems:
-            print(f"attnbench: report: {problem}; left out of the report (rerun the run to redo those cells)", file=sys.stderr)
+            print(f"attnbench: report: {problem}; those lines are left out of the report", file=sys.stderr)
             damaged = True
     if not results:
         print(f"report: no results.jsonl under {args.root / 'experiments'}", file=sys.stderr)

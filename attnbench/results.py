@@ -6,22 +6,28 @@ appends a footer (status completed | interrupted | failed, wall_s, and the error
 run). Secret-looking values from the environment are masked before anything is written
 (attnbench.redact).
 
-Integrity (read back by ``scan``):
+Integrity (read back by ``scan``, line by line, each line decoded as UTF-8 text, never by
+``json.loads`` guessing an encoding from bytes):
 - every line ends in a CRC-32 of the rest of the line (``"crc32": "89abcdef"``), so a line
   garbled on disk is told apart from a good one even when it is still valid JSON;
 - the records of one experiment cell are written in one ``write`` together with a commit line
   (``{"type": "commit", "cell": KEY, "coords": {...}, "records": N}``) that follows its N
   record lines: a cell is done only when its commit line and all N records are whole;
-- a damaged line (cut short, garbled, not UTF-8, not a JSON object) and the records of a cell
-  that is not whole are counted and named; ``Scan.repair`` rewrites the file atomically
-  without them (they go to ``results.jsonl.damaged``, nothing is thrown away), so a rerun
-  redoes exactly those cells and never appends to a torn line.
+- a damaged line (cut short, garbled, not UTF-8, NUL bytes, not a JSON object) and the records
+  of a cell that is not whole are named (line number, what is wrong, the cell); ``Scan.repair``
+  rewrites the file atomically without them (they go to ``results.jsonl.damaged``, nothing is
+  thrown away). A cell that loses any line to a repair loses all of them and runs again, so a
+  rerun redoes exactly those cells and never appends to a torn line. A second copy of a whole
+  cell or of one of its records is removed and the cell stays recorded once.
+- every line, the header included, is appended with one ``write``; a write the disk cannot take
+  (ENOSPC) is cut back off the file (``DiskFull``), so no line is ever left torn by it.
 Lines written before this format (no checksum) are read as they are.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import errno
 import hashlib
 import json
 import os
@@ -34,7 +40,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Iterable
 
-from .redact import redact
+from .redact import redact, redact_obj
 
 # measured: timed or counted here; projected: the cost model's prediction of a time; analytic:
 # computed from a formula (bytes, crossover lengths), shown like projected; skipped; failed.
@@ -145,35 +151,45 @@ def now() -> str:
 # ---------------------------------------------------------------- one line
 
 CHECKSUM = "crc32"
-_CHECKED = re.compile(rb'^(\{.*), "crc32": "([0-9a-f]{8})"\}$')
+_CHECKED = re.compile(r'^(\{.*), "crc32": "([0-9a-f]{8})"\}$', re.DOTALL)
 DAMAGED_SUFFIX = ".damaged"  # results.jsonl.damaged: the lines a repair took out, as they were
 
 
 def encode_line(obj: dict) -> bytes:
     """One JSON line (secrets masked) ending in the CRC-32 of everything before it.
 
-    The checksum covers the exact bytes of the line, so checking it needs no re-serialization.
-    zlib.crc32 is the stdlib's corruption check; the framing around it (a last key) is ours
-    because JSON Lines has none and readers of results.jsonl must still see plain JSON.
+    Secrets are masked in the object's strings before serialising (a secret holding a quote, a
+    backslash or a non-ASCII character is escaped by JSON, and the escaped form would no longer
+    match) and in the text after it. The checksum covers the exact bytes of the line, so checking
+    it needs no re-serialization. zlib.crc32 is the stdlib's corruption check; the framing around
+    it (a last key) is ours because JSON Lines has none and readers of results.jsonl must still
+    see plain JSON.
     """
-    body = redact(json.dumps(obj, default=str, allow_nan=True)).encode()  # ASCII: any other byte is damage
+    body = redact(json.dumps(redact_obj(obj), default=str, allow_nan=True)).encode()  # ASCII: any other byte is damage
     return body[:-1] + b', "%s": "%08x"}\n' % (CHECKSUM.encode(), zlib.crc32(body))
 
 
 def decode_line(raw: bytes) -> tuple[dict | None, str | None, bool]:
-    """(object, None, checked) of a good line; (None, what is wrong, False) of a damaged one."""
+    """(object, None, checked) of a good line; (None, what is wrong, False) of a damaged one.
+
+    The line is decoded as UTF-8 text first and parsed as text: ``json.loads`` on bytes guesses
+    UTF-16/32 from leading NUL bytes and raises a UnicodeDecodeError instead of naming the damage.
+    """
     try:
-        raw.decode("utf-8")
+        text = raw.decode("utf-8")
     except UnicodeDecodeError as ex:
         return None, f"not UTF-8 (byte {ex.start + 1} is 0x{raw[ex.start]:02x})", False
-    m = _CHECKED.match(raw)
-    body = m[1] + b"}" if m else raw
-    if m and zlib.crc32(body) != int(m[2], 16):
+    if "\x00" in text:  # what a power loss leaves: the file's length was written, its data was not
+        n = text.count("\x00")
+        return None, f"{n} NUL byte{'s' if n > 1 else ''} (lost in a crash or power loss)", False
+    m = _CHECKED.match(text)
+    body = m[1] + "}" if m else text
+    if m and zlib.crc32(body.encode()) != int(m[2], 16):
         return None, "checksum mismatch (garbled)", False
     try:
         obj = json.loads(body)
-    except (json.JSONDecodeError, RecursionError):
-        return None, "not valid JSON" + (" (cut short)" if raw.startswith(b"{") and not raw.rstrip().endswith(b"}") else ""), False
+    except (ValueError, RecursionError):
+        return None, "not valid JSON" + (" (cut short)" if text.startswith("{") and not text.rstrip().endswith("}") else ""), False
     if not isinstance(obj, dict):
         return None, f"not a JSON object ({type(obj).__name__})", False
     if not m and CHECKSUM in obj:
@@ -189,19 +205,25 @@ class Line:
     no: int  # 1-based line number in the file
     raw: bytes  # without the newline
     obj: dict | None  # None when damaged
-    problem: str | None = None  # why it is damaged, or why its cell is not whole
+    problem: str | None = None  # why it is damaged, or why it leaves the file
     checked: bool = False
     keep: bool = True  # stays in the file on repair
+    cell: str | None = None  # the cell it belongs to, where that is known (a damaged line inside a commit's block)
 
 
 @dataclass
 class Scan:
-    """What a results file holds: its lines, which cells are whole, what is damaged."""
+    """What a results file holds: its lines, which cells are whole, what is damaged.
+
+    ``bad_cells``: cells that lost a line (they run again); ``duplicates``: lines removed as a
+    second copy of a whole cell or of one of its records (their cells stay recorded once).
+    """
 
     path: Path
     lines: list[Line] = field(default_factory=list)
     done_cells: set[str] = field(default_factory=set)
     bad_cells: dict[str, str] = field(default_factory=dict)  # cell key -> its name (coordinates)
+    names: dict[str, str] = field(default_factory=dict)  # cell key -> its name, for every cell seen
     ends_whole: bool = True  # the file ends with a newline
 
     @property
@@ -218,6 +240,10 @@ class Scan:
         return [l for l in self.lines if not l.keep]
 
     @property
+    def duplicates(self) -> list[Line]:
+        return [l for l in self.dropped if l.obj is not None and l.problem and l.problem.startswith("duplicate")]
+
+    @property
     def needs_repair(self) -> bool:
         return bool(self.dropped) or not self.ends_whole
 
@@ -226,21 +252,41 @@ class Scan:
         found = [o.get("config_hash") for o in self.objects if o.get("type") in ("header", "record")]
         return list(dict.fromkeys(h for h in found if h))
 
+    def name(self, key: str | None) -> str:
+        return self.names.get(key or "", cell_name(None, key or "?"))
+
     def summary(self) -> str:
-        """One line naming every damaged line and every cell that is not whole ('' if none)."""
+        """One line naming every damaged line (number, what is wrong, its cell where known), the
+        cells that run again and the duplicates removed ('' if nothing)."""
         if not self.dropped:
             return ""
         parts = []
+
+        def listed(lines: list[Line], say) -> str:
+            text = "; ".join(say(l) for l in lines[:8])
+            return text + (f"; and {len(lines) - 8} more" if len(lines) > 8 else "")
+
         if self.damaged:
-            what = "; ".join(f"line {l.no}: {l.problem}" for l in self.damaged[:8])
-            more = f"; and {len(self.damaged) - 8} more" if len(self.damaged) > 8 else ""
-            parts.append(f"{len(self.damaged)} damaged line{'s' if len(self.damaged) > 1 else ''} ({what}{more})")
+            n = len(self.damaged)
+            parts.append(
+                f"{n} damaged line{'s' if n > 1 else ''} ("
+                + listed(self.damaged, lambda l: f"line {l.no}: {l.problem}" + (f", in cell {self.name(l.cell)}" if l.cell else ""))
+                + ")"
+            )
+        lost = [l for l in self.dropped if l.obj is not None and l not in self.duplicates]
+        if lost:
+            parts.append("set aside with their cells: " + listed(lost, lambda l: f"line {l.no} ({l.problem})"))
         if self.bad_cells:
-            names = "; ".join(list(self.bad_cells.values())[:8]) + ("; ..." if len(self.bad_cells) > 8 else "")
-            parts.append(f"{len(self.bad_cells)} cell{'s' if len(self.bad_cells) > 1 else ''} not whole ({names})")
-        dup = sum(1 for l in self.dropped if l.problem and "duplicate" in l.problem)
-        if dup:
-            parts.append(f"{dup} duplicate line{'s' if dup > 1 else ''} of cells recorded twice")
+            n = len(self.bad_cells)
+            names = "; ".join(list(self.bad_cells.values())[:8]) + ("; ..." if n > 8 else "")
+            parts.append(f"{n} cell{'s' if n > 1 else ''} not whole, run again ({names})")
+        if self.duplicates:
+            n = len(self.duplicates)
+            parts.append(
+                f"{n} duplicate line{'s' if n > 1 else ''} removed, each cell kept once ("
+                + listed(self.duplicates, lambda l: f"line {l.no}: {l.problem}")
+                + ")"
+            )
         return f"{self.path}: " + ", ".join(parts)
 
     def repair(self) -> None:
@@ -271,56 +317,87 @@ def scan(path: Path) -> Scan:
     """Read and check every line of a results file (see the module docstring for the rules)."""
     path = Path(path)
     out = Scan(path)
-    data = path.read_bytes() if path.exists() else b""
-    raws = data.split(b"\n")
-    out.ends_whole = raws[-1] == b""
-    if out.ends_whole:
-        raws.pop()
-    seen_checked = False
-    for no, raw in enumerate(raws, 1):
-        obj, problem, checked = decode_line(raw)
-        if obj is not None and not checked and seen_checked:
-            obj, problem = None, "no checksum"
-        seen_checked |= checked
-        out.lines.append(Line(no, raw, obj, problem, checked, keep=obj is not None))
+    if not path.exists():
+        return out
+    seen_checked, no, last = False, 0, b"\n"
+    with open(path, "rb") as f:
+        for chunk in f:  # line by line: one bad line (NULs, random bytes) is one damaged line
+            no, last = no + 1, chunk
+            raw = chunk[:-1] if chunk.endswith(b"\n") else chunk
+            obj, problem, checked = decode_line(raw)
+            if obj is not None and not checked and seen_checked:
+                obj, problem = None, "no checksum"
+            seen_checked |= checked
+            out.lines.append(Line(no, raw, obj, problem, checked, keep=obj is not None))
+    out.ends_whole = last.endswith(b"\n")
     _check_cells(out)
     return out
 
 
+def _record_of(line: Line, key: str) -> bool:
+    return line.obj is not None and line.obj.get("type") == "record" and line.obj.get("cell") == key
+
+
 def _check_cells(out: Scan) -> None:
-    """Mark the records of whole cells; set aside those of cells that are not whole, and duplicates."""
-    lines, in_block = out.lines, set[int]()
+    """Decide which cells are whole; every line of a cell that is not whole leaves the file (so the
+    cell runs again and is written whole); second copies of whole cells and records leave it too."""
+    lines = out.lines
+    owner: dict[int, str] = {}  # line index -> the cell whose whole block holds it
+    block_of: dict[str, list[int]] = {}  # a done cell -> the indices of its records and commit
+    bad: dict[str, str] = {}  # cell -> why it is not whole
     for j, line in enumerate(lines):
         obj = line.obj
         if obj is None or obj.get("type") != "commit":
             continue
-        key, n = obj.get("cell", ""), obj.get("records")
-        block = lines[j - n : j] if isinstance(n, int) and 0 <= n <= j else None
-        whole = block is not None and all(
-            b.obj is not None and b.obj.get("type") == "record" and b.obj.get("cell") == key and b.no not in in_block for b in block
-        )
-        if block is not None and whole and key not in out.done_cells:
-            out.done_cells.add(key)
-            in_block.update(b.no for b in block)
+        key, n = str(obj.get("cell", "")), obj.get("records")
+        out.names.setdefault(key, cell_name(obj.get("coords"), key))
+        span = list(range(j - n, j)) if isinstance(n, int) and not isinstance(n, bool) and 0 <= n <= j else None
+        whole = span is not None and all(_record_of(lines[i], key) and i not in owner for i in span)
+        if whole and key not in block_of:
+            block_of[key] = [*span, j]  # type: ignore[misc]
+            owner.update((i, key) for i in block_of[key])
             continue
-        why = "cell already recorded above (duplicate)" if whole else "its cell is not whole"
-        for b in [*(block if block is not None and whole else []), line]:
-            b.keep, b.problem = False, why
-            in_block.add(b.no)
-        if not whole:
-            out.bad_cells.setdefault(key, cell_name(obj.get("coords"), key))
+        if whole:  # the same cell committed again (a run that did not see the first)
+            first = [lines[i].no for i in block_of[key]]
+            for i in [*span, j]:  # type: ignore[misc]
+                lines[i].keep, lines[i].problem = (
+                    False,
+                    f"duplicate: cell {out.names[key]} is already whole at lines {first[0]}-{first[-1]}",
+                )
+                owner[i] = key
+            continue
+        if span is None:
+            bad.setdefault(key, f"line {line.no}: its commit counts {n!r} records")
+        else:
+            wrong = next(i for i in span if not (_record_of(lines[i], key) and i not in owner))
+            bad.setdefault(key, f"line {line.no}: commit of {n} records, but line {lines[wrong].no} is not one of them")
+            for i in span:  # damaged lines inside the block: most likely this cell's
+                if lines[i].obj is None:
+                    lines[i].cell = lines[i].cell or key
+        line.keep, line.problem = False, f"commit line of cell {out.names[key]}, which is not whole"
+    seen_raw = {lines[i].raw: i for i in owner if lines[i].keep}
     legacy_done = set()
-    for line in lines:
+    for i, line in enumerate(lines):
         obj = line.obj
-        if obj is None or obj.get("type") != "record" or not obj.get("cell") or line.no in in_block:
+        if obj is None or obj.get("type") != "record" or not obj.get("cell") or i in owner:
             continue
+        key = str(obj["cell"])
+        out.names.setdefault(key, cell_name(None, key, obj))
         if not line.checked:  # written before commit lines existed: done when any of its records is there
-            legacy_done.add(obj["cell"])
+            legacy_done.add(key)
             continue
-        line.keep, line.problem = False, "its cell is not whole"
-        out.bad_cells.setdefault(obj["cell"], cell_name(None, obj["cell"], obj))
-    out.bad_cells = {k: v for k, v in out.bad_cells.items() if k not in out.done_cells}
-    out.done_cells |= legacy_done - set(out.bad_cells)
+        if line.raw in seen_raw:  # a second copy of a record of a whole cell: nothing is lost
+            line.keep, line.problem = False, f"duplicate: a second copy of line {lines[seen_raw[line.raw]].no} (cell {out.names[key]})"
+            continue
+        bad.setdefault(key, f"line {line.no}: a record outside any commit")
+    for key, why in bad.items():  # every line of a cell that is not whole goes, so it is redone whole
+        for i in block_of.pop(key, []):
+            lines[i].keep, lines[i].problem = False, f"of cell {out.names.get(key, key)}, which runs again"
+        for line in lines:
+            if line.keep and line.obj is not None and line.obj.get("cell") == key:
+                line.keep, line.problem = False, f"record of cell {out.names.get(key, key)}, which is not whole"
+        out.bad_cells[key] = f"{out.names.get(key, cell_name(None, key))}: {why}"
+    out.done_cells = set(block_of) | (legacy_done - set(bad))
 
 
 def cell_name(coords: dict | None, key: str, record: dict | None = None) -> str:
@@ -332,6 +409,33 @@ def cell_name(coords: dict | None, key: str, record: dict | None = None) -> str:
 
 
 # ---------------------------------------------------------------- writing
+
+
+DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
+
+
+class DiskFull(OSError):
+    """A write the disk could not take; the message is the one line the CLI prints."""
+
+    def __init__(self, path: Path):
+        path = Path(path)
+        super().__init__(errno.ENOSPC, f"disk full writing {path}: {free_bytes(path):,} bytes free", str(path))
+
+    def __str__(self) -> str:
+        return str(self.strerror)
+
+
+def free_bytes(path: Path) -> int:
+    """Bytes free on the filesystem holding ``path`` (or its nearest existing parent)."""
+    import shutil
+
+    p = Path(path).absolute()
+    while not p.exists() and p != p.parent:
+        p = p.parent
+    try:
+        return shutil.disk_usage(p).free
+    except OSError:
+        return 0
 
 
 class Recorder:
@@ -369,17 +473,26 @@ class Recorder:
         """Append whole lines with one write(2), fsync'ed (secrets masked); nothing when ``write`` is off.
 
         A Python signal handler (Ctrl-C, SIGTERM) runs between statements, never inside the one
-        os.write call, so a signal lands before or after a cell's lines, not between them.
+        os.write call, so a signal lands before or after a cell's lines, not between them. A write
+        the disk cannot take whole (ENOSPC, a quota) is cut back off the file and raised as
+        ``DiskFull``: the file never ends in a torn line, the header included.
         """
         if not self.write:
             return
         data = b"".join(encode_line(o) for o in objs)
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
-            view = memoryview(data)
-            while view:  # a regular file takes it all at once; a full disk may not
-                view = view[os.write(fd, view) :]
-            os.fsync(fd)
+            size = os.fstat(fd).st_size
+            try:
+                view = memoryview(data)
+                while view:  # a regular file takes it all at once; a full disk may not
+                    view = view[os.write(fd, view) :]
+                os.fsync(fd)
+            except OSError as ex:
+                os.ftruncate(fd, size)  # this run holds the directory's lock: nobody else appends
+                if ex.errno in DISK_FULL:
+                    raise DiskFull(self.path) from None
+                raise
         finally:
             os.close(fd)
 
@@ -407,11 +520,6 @@ class Recorder:
             raise ValueError(f"status {fields['status']!r}: allowed {STATUSES}")
         # a record copied from elsewhere (a checkpoint's training curve) keeps its own time
         return {"type": "record", **fields, "config_hash": self.config_hash, "time": fields.get("time", now())}
-
-    def record(self, **fields: Any) -> dict:
-        rec = self.make(**fields)
-        self._append(rec)
-        return rec
 
     def write_cell(self, cell: str, records: list[dict], coords: dict | None = None) -> None:
         """All records of one cell and its commit line in one write: after a kill a cell is whole or absent.
