@@ -376,9 +376,15 @@ def _check_cells(out: Scan) -> None:
                     lines[i].cell = lines[i].cell or key
         line.keep, line.problem = False, f"commit line of cell {out.names[key]}, which is not whole"
     seen_raw = {lines[i].raw: i for i in owner if lines[i].keep}
-    legacy_done = set()
+    legacy_done, loose = set(), dict[str, int]()
     for i, line in enumerate(lines):
         obj = line.obj
+        if obj is not None and obj.get("type") == "record" and not obj.get("cell"):  # written outside any cell (older runs)
+            same = json.dumps({k: v for k, v in obj.items() if k not in ("time", CHECKSUM)}, sort_keys=True, default=str)
+            if same in loose:
+                line.keep, line.problem = False, f"duplicate: the record of line {lines[loose[same]].no} recorded again (no cell)"
+            loose.setdefault(same, i)
+            continue
         if obj is None or obj.get("type") != "record" or not obj.get("cell") or i in owner:
             continue
         key = str(obj["cell"])
@@ -456,6 +462,11 @@ class Recorder:
             self.repaired.repair()
         # Cells already recorded, whole, by an earlier (possibly killed) run in this directory.
         self.done_cells = set(self.repaired.done_cells)
+        self._by_cell: dict[str, list[dict]] = {}
+        self._written: dict[str, list[dict]] = {}  # cells this run has written (or found done and skipped)
+        for obj in self.repaired.objects:
+            if obj.get("type") == "record" and obj.get("cell") in self.done_cells:
+                self._by_cell.setdefault(obj["cell"], []).append({k: v for k, v in obj.items() if k != CHECKSUM})
         self._append(
             {
                 "type": "header",
@@ -521,17 +532,32 @@ class Recorder:
         # a record copied from elsewhere (a checkpoint's training curve) keeps its own time
         return {"type": "record", **fields, "config_hash": self.config_hash, "time": fields.get("time", now())}
 
+    def records_of(self, cell: str) -> list[dict]:
+        """The records of a cell an earlier run in this file committed whole (empty if none)."""
+        return list(self._by_cell.get(cell, []))
+
     def write_cell(self, cell: str, records: list[dict], coords: dict | None = None) -> None:
         """All records of one cell and its commit line in one write: after a kill a cell is whole or absent.
 
         A cell already done in this file is not written again (each record exactly once): an
         experiment that recomputes a cell regardless (a cheap check) keeps the first records.
+        Two different sets of records under one key in one run are a bug (the key misses a
+        coordinate, and the second would be lost): that raises.
         """
+        if cell in self._written:
+            if _content(self._written[cell]) != _content(records):
+                raise ValueError(f"cell {cell_name(coords, cell)} written twice in one run with other records: its key misses a coordinate")
+            return
+        self._written[cell] = records
         if cell in self.done_cells:
             return
         commit = {"type": "commit", "cell": cell, "coords": coords or {}, "records": len(records)}
         self._append(*({**r, "cell": cell} for r in records), commit)
         self.done_cells.add(cell)
+
+
+def _content(records: list[dict]) -> list[str]:
+    return [json.dumps({k: v for k, v in r.items() if k not in ("time", "cell")}, sort_keys=True, default=str) for r in records]
 
 
 # ---------------------------------------------------------------- reading

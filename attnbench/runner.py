@@ -70,10 +70,13 @@ class RunContext:
         extra.setdefault("device", self.device.type)
         return self.recorder.make(design=design, metric=metric, value=value, unit=unit, status=status, **extra)
 
-    def record(self, design: str, metric: str, value: Any, unit: str, status: str = "measured", **extra) -> dict:
-        """Write one record now."""
-        rec = self.make_record(design, metric, value, unit, status, **extra)
-        self.recorder._append(rec)
+    def record(self, design: str, metric: str, value: Any, unit: str, status: str = "measured", *, key: tuple[str, ...], **extra) -> dict:
+        """One record as a cell of its own, committed now: identified by its design, metric and the
+        fields of ``extra`` named in ``key`` (its coordinates), so a rerun writes it no second time.
+        Records that belong together (a row of a table) go through one ``cell`` instead."""
+        cell = self.cell(design=design, metric=metric, **{k: extra.get(k) for k in key})
+        rec = cell.record(design, metric, value, unit, status, **extra)
+        cell.commit()
         return rec
 
     def cell(self, **key: Any) -> "Cell":
@@ -96,6 +99,12 @@ class Cell:
         self.ctx, self.key, self.coords = ctx, key, coords
         self.done = key in ctx.recorder.done_cells
         self.pending: list[dict] = []
+
+    @property
+    def recorded(self) -> list[dict]:
+        """The records an earlier run committed for this cell (empty unless ``done``): what a rerun
+        reads back instead of measuring again."""
+        return self.ctx.recorder.records_of(self.key)
 
     def record(self, design: str, metric: str, value: Any, unit: str, status: str = "measured", **extra) -> dict:
         rec = self.ctx.make_record(design, metric, value, unit, status, **extra)

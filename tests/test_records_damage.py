@@ -118,3 +118,29 @@ def test_a_garbled_line_names_its_cell(tmp_path):
     path.write_bytes(b"\n".join(lines) + b"\n")
     summary = scan(path).summary()
     assert f"line {i + 1}: checksum mismatch (garbled), in cell design=softmax [cell-sof]" in summary, summary
+
+
+def test_report_counts_duplicate_records_once_and_says_so(tmp_path):
+    """Records written outside cells by older runs (kv_memory's, rerun in place): each counted once, named, a caveat."""
+    import contextlib
+    import io
+
+    from attnbench.cli import report_main
+    from attnbench.report.data import load
+    from attnbench.results import encode_line
+
+    run = tmp_path / "run"
+    run.mkdir()
+    header = {"type": "header", "exp": "kv_memory", "config_hash": "h0", "config": {}}
+    rec = {"type": "record", "exp": "kv_memory", "design": "softmax", "layout": "S", "metric": "memory/total_bytes"}
+    rows = [{**rec, "value": 10 * n, "unit": "bytes", "status": "projected", "context_len": n, "time": "t1"} for n in (1, 2)]
+    again = [{**r, "time": "t2"} for r in rows]  # the same records, written again by a rerun
+    (run / "results.jsonl").write_bytes(b"".join(encode_line(o) for o in [header, *rows, header, *again]))
+    data = load([run])
+    assert len(data.records) == 2 and len(data.problems) == 1
+    assert "2 duplicate lines removed" in data.problems[0] and "line 5: duplicate: the record of line 2 recorded again" in data.problems[0]
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        code = report_main([str(run), "--no-pdf"])
+    assert code == 2 and len(err.getvalue().strip().splitlines()) == 1 and "duplicate" in err.getvalue()
+    assert "duplicate records are counted once" in (run / "report.html").read_text()

@@ -71,20 +71,6 @@ def calibrate(base: HardwareConfig, *, min_run_time: float = 0.3) -> tuple[Hardw
     with torch.no_grad():
         module_op = t(lambda: mlp(x8)) / dispatches(lambda: mlp(x8))
 
-    hw = replace(
-        base,
-        flops={"float32": mm},
-        small_matmul_efficiency=min(1.0, small / mm),
-        matvec_efficiency=min(1.0, matvec / mm),
-        mem_bandwidth=bandwidth,
-        exp_rate=exp_rate,
-        alloc_bandwidth=alloc,
-        launch_s=launch,
-        module_op_s=module_op,
-        cache_bytes=core_cache_bytes(),
-        calibrate=False,
-        source=f"measured at run start on {torch.get_num_threads()} torch threads",
-    )
     raw = {
         "matmul_flops": mm,
         "small_matmul_flops": small,
@@ -97,7 +83,26 @@ def calibrate(base: HardwareConfig, *, min_run_time: float = 0.3) -> tuple[Hardw
         "torch_op_s": launch,
         "module_op_s": module_op,
     }
-    return hw, raw
+    return from_raw(base, raw), raw
+
+
+def from_raw(base: HardwareConfig, raw: dict, threads: int | None = None) -> HardwareConfig:
+    """The profile the raw measurements of ``calibrate`` give (also read back from a run's records)."""
+    mm = raw["matmul_flops"]
+    return replace(
+        base,
+        flops={"float32": mm},
+        small_matmul_efficiency=min(1.0, raw["small_matmul_flops"] / mm),
+        matvec_efficiency=min(1.0, raw["matvec_flops"] / mm),
+        mem_bandwidth=raw["copy_bandwidth"],
+        exp_rate=raw["exp_rate"],
+        alloc_bandwidth=raw["alloc_bandwidth"],
+        launch_s=raw["torch_op_s"],
+        module_op_s=raw["module_op_s"],
+        cache_bytes=core_cache_bytes(),
+        calibrate=False,
+        source=f"measured at run start on {threads or torch.get_num_threads()} torch threads",
+    )
 
 
 def core_cache_bytes() -> float:
@@ -165,10 +170,15 @@ def hardware_for_run(ctx) -> HardwareConfig:
         raise RuntimeError(
             f"hardware={hw.name} calibrates the CPU, but the run's device is {ctx.device}: pass hardware=<gpu profile> (conf/hardware/)"
         )
-    hw, raw = calibrate(hw, min_run_time=ctx.cfg.bench.min_run_time)
-    for key, value in raw.items():
-        unit = "s" if key.endswith("_s") else ("FLOP/s" if "flops" in key else ("1/s" if key == "exp_rate" else "bytes/s"))
-        ctx.record("-", f"calibration/{key}", value, unit, "measured", layout="", hardware=hw.name)
+    cell = ctx.cell(part="calibration", hardware=hw.name)
+    if cell.done:  # a rerun predicts with the profile its first run measured (and measures nothing again)
+        hw = from_raw(hw, {r["metric"].removeprefix("calibration/"): r["value"] for r in cell.recorded}, threads=ctx.cfg.threads)
+    else:
+        hw, raw = calibrate(hw, min_run_time=ctx.cfg.bench.min_run_time)
+        for key, value in raw.items():
+            unit = "s" if key.endswith("_s") else ("FLOP/s" if "flops" in key else ("1/s" if key == "exp_rate" else "bytes/s"))
+            cell.record("-", f"calibration/{key}", value, unit, "measured", layout="", hardware=hw.name)
+        cell.commit()
     ctx.console.print(
         f"  calibrated {hw.name}: matmul {hw.flops['float32'] / 1e9:.0f} GFLOP/s, small x{hw.small_matmul_efficiency:.2f}, "
         f"copy {hw.mem_bandwidth / 1e9:.1f} GB/s, page faults "

@@ -257,8 +257,10 @@ def run(ctx) -> None:
                 None,
                 "ms",
                 "skipped",
+                key=("op", "dtype"),
                 layout="",
                 op=op,
+                dtype=str(dtype).removeprefix("torch."),
                 backend="reference",
                 note="its check against the naive formula failed: never timed",
             )

@@ -89,6 +89,7 @@ def predict(ctx) -> pd.DataFrame:
                             speedup,
                             "x",
                             "projected",
+                            key=("context_len", "hardware", "scope", "vs"),
                             layout=M3.layout,
                             context_len=n,
                             hardware=hw_name,
@@ -127,6 +128,7 @@ def predict(ctx) -> pd.DataFrame:
             f0 / f3,
             "x",
             "projected",
+            key=("context_len", "vs"),
             layout=mine.layout,
             context_len=CLAIM_LEN,
             vs=base_name,
@@ -181,6 +183,7 @@ def judge(ctx, predicted: pd.DataFrame) -> list[dict]:
                 None,
                 "text",
                 "skipped",
+                key=("claim",),
                 layout=M3.layout,
                 claim=claim,
                 reason=f"no prediction for {hw} at {CLAIM_LEN}",
@@ -214,7 +217,7 @@ def judge(ctx, predicted: pd.DataFrame) -> list[dict]:
             ratio=ratio,
             source=source,
         )
-        ctx.record("minimax_m3", "msa_speedup/verdict", verdict, "text", "projected", layout=M3.layout, **rec)
+        ctx.record("minimax_m3", "msa_speedup/verdict", verdict, "text", "projected", key=("claim", "hardware"), layout=M3.layout, **rec)
         out.append({**rec, "verdict": verdict})
     return out
 
@@ -234,6 +237,7 @@ def measured_speedups(ctx, df: pd.DataFrame) -> pd.DataFrame:
             float(speedup),
             "x",
             "measured",
+            key=("context_len", "method", "dtype"),
             context_len=int(n),
             method="measured",
             hardware=f"this {ctx.device.type}",

@@ -263,8 +263,8 @@ def caveats(data: RunData) -> list[str]:
             )
     for problem in data.problems:
         out.append(
-            f"Damaged results: {problem}. Those lines and the records of those cells are left out; "
-            f"rerunning the run redoes the cells and repairs the file."
+            f"Damaged results: {problem}. Damaged lines and the records of cells that are not whole are left out, "
+            f"duplicate records are counted once; rerunning the run redoes the cells that are not whole and repairs the file."
         )
     if "noisy" in df.columns:
         noisy = df[df["noisy"].map(lambda x: x is True)]
