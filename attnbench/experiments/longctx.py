@@ -327,7 +327,7 @@ def compile_prefills(ctx, models: dict) -> None:
         except Exception as ex:
             why = " ".join(f"{type(ex).__name__}: {ex}".split())[:300]
             ctx.console.print(f"  {name}: torch.compile failed, its prefill runs eagerly ({why})", markup=False)
-            ctx.record(name, "eval/compile_s", None, "s", "failed", chunk=chunk, note=why)
+            ctx.record(name, "eval/compile_s", None, "s", "failed", key=("chunk",), chunk=chunk, note=why)
             continue
         if not compiled:
             continue
