@@ -84,22 +84,38 @@ def test_projected_points_are_drawn_hollow_and_dashed(tmp_path):
     hollow = [l for l in ax.lines if l.get_marker() not in ("None", "", None) and l.get_markerfacecolor() in ("white", (1, 1, 1, 1))]
     solid = [l for l in ax.lines if l.get_linestyle() == "-" and l.get_label() == "softmax"]
     assert dashed and hollow and solid
-    legend_texts = [
-        t.get_text()
-        for a in fig.axes
-        for leg in [*a.artists, a.get_legend()]
-        if leg is not None and hasattr(leg, "get_texts")
-        for t in leg.get_texts()
-    ]
+    legend_texts = [t.get_text() for leg in fig.legends for t in leg.get_texts()]  # the figure's one legend
     assert "projected (cost model)" in legend_texts and "skipped" in legend_texts
 
 
 def test_heatmap_marks_skipped_and_failed_cells(tmp_path):
     df = load([write_run(tmp_path / "r")]).records
     fig = draw(figures_quality.niah_heatmap, df)
-    texts = [t.get_text() for ax in fig.axes for t in ax.texts]
+    hatched = [p for ax in fig.axes for p in ax.patches if p.get_hatch() == "///"]
+    red = [p for p in hatched if matplotlib.colors.to_hex(p.get_edgecolor()) == "#ff0000"]
     # msa at 2K (5 depths), lightning_hybrid at 4K (one depth-less record: the whole column), swa_hybrid one cell
-    assert texts.count("skipped") == 10 and texts.count("failed") == 1
+    assert len(hatched) - len(red) == 10 and len(red) == 1
+    assert not [t for ax in fig.axes for t in ax.texts if t.get_text() in ("skipped", "failed")]  # hatched, no words in the cells
+
+
+def test_partial_cells_are_marked_in_figures_and_tables(tmp_path):
+    """A cell that ran fewer haystacks than planned (the fixture's msa at 16K: 2 of 6) is
+    half-filled in the accuracy figure, dotted in the heatmap and says 2/6 in the tables."""
+    from attnbench.report.data import haystack_counts
+
+    from report_fixtures import needle_run
+
+    data = load([needle_run(tmp_path / "n")])
+    counts = haystack_counts(data.records)
+    part = counts[counts["partial"]]
+    assert [(r.design, r.context_len, r.ran, r.planned) for r in part.itertuples()] == [("msa", 16384, 2, 6)]
+    fig = draw(figures_quality.niah_vs_length, data.records)
+    halves = [l for l in fig.axes[0].lines if l.get_fillstyle() == "left" and len(l.get_xdata())]
+    assert [list(l.get_xdata()) for l in halves] == [[16384]]
+    heat = draw(figures_quality.niah_heatmap, data.records)
+    assert sum(p.get_hatch() == ".." for ax in heat.axes for p in ax.patches) == 5  # msa 16K at its 5 depths
+    row = cells(decision_table(data.records, data.train))["msa"]
+    assert "2 of 6 haystacks" in " ".join(c.title + c.text + c.sub for c in row.values())
 
 
 def test_every_section_degrades_without_records(tmp_path):

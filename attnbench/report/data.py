@@ -67,6 +67,9 @@ COLUMNS = (
     "shape",
     "relation",
     "impl",
+    "sample",
+    "haystacks",
+    "haystacks_planned",
 )
 # Statuses of numbers that were not timed or counted here: drawn hollow/dashed, marked with a dagger.
 NOT_MEASURED = ("projected", "analytic")
@@ -162,6 +165,9 @@ def load(names: Iterable[Path | str]) -> RunData:
         "tokens",
         "final_stage",
         "n_stages",
+        "sample",
+        "haystacks",
+        "haystacks_planned",
     ):
         df[col] = pd.to_numeric(df[col], errors="coerce")
     # Older runs wrote some formula results (method "analytic") as measured: they are analytic.
@@ -195,6 +201,64 @@ def pooled(d: pd.DataFrame) -> pd.DataFrame:
     key = pd.Series(["|".join(map(str, row)) for row in d[keys].itertuples(index=False)], index=d.index)
     no_depth = d["depth"].isna()
     return d[no_depth | ~key.isin(set(key[no_depth]))]
+
+
+ACC_METRICS = ("niah/acc", "multihop/acc")
+CELL_KEYS = ["design", "task", "context_len", "hops"]  # an accuracy cell, runs and seeds pooled
+
+
+def haystack_counts(df: pd.DataFrame) -> pd.DataFrame:
+    """Per accuracy cell (CELL_KEYS): haystacks run and planned, over runs and seeds.
+
+    From the pooled accuracy records' ``haystacks`` / ``haystacks_planned``; for records written
+    before those fields, from the cell's measured prefills (one ``eval/prefill_s`` a haystack)
+    plus its haystacks skipped after the plan (skipped accuracy records with a ``sample``).
+    Columns: CELL_KEYS, ran, planned, partial (ran < planned).
+    """
+    cols = [*CELL_KEYS, "ran", "planned", "partial"]
+    acc = df[df["metric"].isin(ACC_METRICS) & df["depth"].isna()]
+    if acc.empty:
+        return pd.DataFrame(columns=cols)
+    per_run = [*CELL_KEYS, "run_dir", "seed"]
+
+    def keyed(d: pd.DataFrame) -> pd.DataFrame:
+        d = d.copy()
+        for k in ("task", "hops"):
+            d[k] = d[k].astype(object).where(d[k].notna(), "")
+        return d
+
+    new = keyed(acc[(acc["status"] == "measured") & acc["haystacks_planned"].notna()])
+    got = new.groupby(per_run, dropna=False)[["haystacks", "haystacks_planned"]].max().reset_index()
+    got = got.rename(columns={"haystacks": "ran", "haystacks_planned": "planned"})
+    old = keyed(acc[(acc["status"] == "measured") & acc["haystacks_planned"].isna()])[per_run].drop_duplicates()
+    if not old.empty:
+        runs = keyed(df[(df["metric"] == "eval/prefill_s") & (df["status"] == "measured") & df["sample"].notna()])
+        late = keyed(acc[(acc["status"] == "skipped") & acc["sample"].notna()])
+        ran = runs.groupby(per_run, dropna=False)["sample"].nunique().rename("ran")
+        cut = late.groupby(per_run, dropna=False)["sample"].nunique().rename("late")
+        old = old.join(ran, on=per_run).join(cut, on=per_run).fillna({"late": 0})
+        old = old[old["ran"].notna()].assign(planned=lambda o: o["ran"] + o["late"]).drop(columns="late")
+        got = pd.concat([got, old], ignore_index=True)
+    if got.empty:
+        return pd.DataFrame(columns=cols)
+    out = got.groupby(CELL_KEYS, dropna=False)[["ran", "planned"]].sum().reset_index()
+    out["partial"] = out["ran"] < out["planned"]
+    return out[cols]
+
+
+def mark_partial(d: pd.DataFrame, counts: pd.DataFrame) -> pd.DataFrame:
+    """``d`` (accuracy records) with ``partial``, ``ran`` and ``planned`` from haystack_counts."""
+    if d.empty:
+        return d.assign(partial=False, ran=float("nan"), planned=float("nan"))
+    key = d[CELL_KEYS].astype(object).where(d[CELL_KEYS].notna(), "").astype(str).agg("|".join, axis=1)
+    ckey = counts[CELL_KEYS].astype(object).where(counts[CELL_KEYS].notna(), "").astype(str).agg("|".join, axis=1)
+    by = dict(zip(ckey, counts[["ran", "planned", "partial"]].itertuples(index=False)))
+    got = [by.get(k) for k in key]
+    return d.assign(
+        partial=[bool(g.partial) if g else False for g in got],
+        ran=[g.ran if g else float("nan") for g in got],
+        planned=[g.planned if g else float("nan") for g in got],
+    )
 
 
 def is_preset(df: pd.DataFrame) -> pd.Series:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
-from matplotlib.ticker import FuncFormatter
+from matplotlib.ticker import FuncFormatter, LogLocator
 
 from .data import LEN_1M, NOT_MEASURED, designs, fmt_bytes, fmt_len, is_preset, metric, pooled, varying
 from .figures_quality import draw_levels, learned_of  # importing it registers the accuracy figures first (report order)
@@ -31,13 +31,12 @@ from .style import (
     MARKERS,
     PRESET_COLORS,
     SERIES_COLORS,
-    design_legend,
     figure,
+    figure_legend,
     len_axis,
     new_figure,
     plot_status_series,
     series_label,
-    status_legend,
     style,
 )
 
@@ -87,8 +86,7 @@ def latency(df: pd.DataFrame) -> Figure | None:
             ax.set_title(phase + (f" ({device})" if device else "") + (f", {cpu}" if cpu else ""))
             ax.set_xlabel("context length (tokens)")
             ax.set_ylabel("ms" + (" per token" if phase == "decode" else ""))
-        design_legend(row[-1])
-    status_legend(axes[-1][-1], statuses)
+    figure_legend(fig, statuses)
     return fig
 
 
@@ -112,6 +110,7 @@ def _crossovers(ax, x: pd.DataFrame, names: list[str]) -> None:
             ha="right",
             fontsize=6.5,
             color=color,
+            bbox=dict(facecolor="white", edgecolor="none", alpha=0.75, pad=0.6),  # readable over the series it crosses
         )
 
 
@@ -154,7 +153,7 @@ def efficiency(df: pd.DataFrame) -> Figure | None:
     ax_t.set_title("measured (solid) and roofline (dashed)")
     ax_f.set_ylabel("fraction of the fp32 peak")
     ax_f.set_title("efficiency")
-    design_legend(ax_f)
+    figure_legend(fig)
     return fig
 
 
@@ -224,6 +223,9 @@ def _bytes_axis(axis) -> None:
     axis.set_major_formatter(FuncFormatter(lambda y, _: fmt_bytes(y).replace(".0 ", " ")))
 
 
+DTYPE_NAMES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}  # presets' short names, designs' torch names
+
+
 def _memory_per_token(ax, per_tok: pd.DataFrame, color_of: _MemoryColors) -> None:
     """Horizontal bars, one per (design or preset, dtype): designs first, then presets."""
     ax.set_title("per token")
@@ -231,7 +233,9 @@ def _memory_per_token(ax, per_tok: pd.DataFrame, color_of: _MemoryColors) -> Non
         return _no_records(ax)
     p = per_tok.assign(who=per_tok.apply(_who, axis=1), kind=is_preset(per_tok).map({True: 1, False: 0}))
     p = p.sort_values(["kind", "who"]).drop_duplicates(["who", "dtype", "status"], keep="last")
-    labels = [f"{r.who}" + (f" ({r.dtype})" if pd.notna(r.dtype) else "") for r in p.itertuples()]
+    dtypes = p["dtype"].map(lambda t: DTYPE_NAMES.get(t, t) if pd.notna(t) else None)
+    one = dtypes.nunique() == 1 and dtypes.notna().all()  # then said once, in the axis label
+    labels = [f"{r.who}" + (f" ({t})" if t and not one else "") for r, t in zip(p.itertuples(), dtypes)]
     for i, (_, r) in enumerate(p.iterrows()):
         value = _bar_value(r)
         ax.barh(i, value, **_bar_style(r["status"], color_of(r)))
@@ -252,8 +256,9 @@ def _memory_per_token(ax, per_tok: pd.DataFrame, color_of: _MemoryColors) -> Non
     if (p["v"] > 0).any():
         ax.set_xscale("log", base=2)
         _bytes_axis(ax.xaxis)
-    ax.set_xlabel("cache bytes per token")
-    ax.tick_params(axis="x", labelrotation=30)
+        ax.xaxis.set_major_locator(LogLocator(base=16))  # 256 B, 4 KiB, 64 KiB: labels that do not collide
+        ax.set_xlim(right=float(p["v"].max()) * 24)  # room for the bars' labels inside the axes
+    ax.set_xlabel("cache bytes per token" + (f" ({dtypes.iloc[0]})" if one else ""))
     ax.grid(axis="y", visible=False)
 
 
@@ -380,8 +385,7 @@ def msa_speedup(df: pd.DataFrame) -> Figure | None:
         ax.set_title(phase)
         ax.set_xlabel("context length (tokens)")
     axes[0][0].set_ylabel("speedup (x)")
-    design_legend(axes[0][1])
-    status_legend(axes[0][1], statuses)
+    figure_legend(fig, statuses)
     return fig
 
 
@@ -403,7 +407,7 @@ def train_loss(df: pd.DataFrame) -> Figure | None:
             ax.plot(g["step"], g["v"], color=color, lw=1.2, alpha=0.9, label=name if i == 0 else None)
     ax.set_xlabel("step")
     ax.set_ylabel("loss (nats)")
-    ax.legend(fontsize=7)
+    figure_legend(fig)
     return fig
 
 
@@ -437,5 +441,5 @@ def params(df: pd.DataFrame) -> Figure | None:
     ax.set_xlabel("parameters")
     ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:,.0f}"))
     ax.grid(axis="y", visible=False)
-    design_legend(ax)
+    figure_legend(fig)
     return fig

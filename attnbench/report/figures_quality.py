@@ -9,53 +9,60 @@ as a thin dotted line labelled so: it is shown, never read as a result.
 from __future__ import annotations
 
 
+import textwrap
+from typing import Any
+
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
-from matplotlib.patches import Rectangle
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch, Rectangle
 
-from .data import NOT_MEASURED, design_order, designs, fmt_len, metric, pooled
+from .data import NOT_MEASURED, design_order, designs, fmt_len, haystack_counts, mark_partial, metric, pooled
 from .quality import pooled_acc
-from .style import design_legend, facet_grid, figure, len_axis, plot_status_series, status_legend, style
+from .style import facet_grid, figure, figure_legend, len_axis, plot_status_series, spare, style
 
 
 @figure(
     "niah_heatmap",
     "Needle-in-a-haystack: accuracy by depth and context length",
     ("niah/acc",),
-    "Each cell: mean accuracy over seeds (red 0 to green 1); the colour bar marks the task's "
-    "chance level (dotted) and values-in-context floor (dashed). Hatched grey: skipped or failed (see the "
-    "records); light grey dash: not run for this design. A panel titled 'did not learn the task' is a model "
-    "that did not learn it at its training length.",
+    "Each cell: mean accuracy over seeds (red 0 to green 1, the number where it fits the cell); the colour bar "
+    "marks the task's chance level (dotted) and values-in-context floor (dashed). Hatched grey: skipped; hatched "
+    "red: failed (see the records); plain light grey: not run for this design; dotted: a partial cell, fewer "
+    "haystacks than planned. A panel titled 'did not learn the task' is a model that did not learn it at its "
+    "training length.",
 )
 def niah_heatmap(df: pd.DataFrame) -> Figure | None:
     d = metric(df, "niah/acc")
     if d.empty:
         return None
-    d = d.assign(task=d["task"].fillna(""))
+    d = mark_partial(d.assign(task=d["task"].fillna("")), haystack_counts(df))
     facets = [(n, t) for n in designs(d) for t in sorted(d["task"].unique()) if not d[(d["design"] == n) & (d["task"] == t)].empty]
     lens = sorted(d["context_len"].dropna().unique())
     depths = sorted(d["depth"].dropna().unique())
     if not lens or not depths:
         return None
-    fig, axes = facet_grid(len(facets), height=2.4 + 0.12 * len(depths))
+    fig, axes = facet_grid(len(facets), height=1.2 + 0.3 * len(depths))
     import matplotlib
 
     cmap = matplotlib.colormaps["RdYlGn"].with_extremes(bad="#eeeeee")
     im = None
-    for ax, (name, task) in zip(axes, facets):
+    kinds: set[str] = set()
+    cells = []  # (ax, grid, marks) to number once the layout has sized the cells
+    for k, (ax, (name, task)) in enumerate(zip(axes, facets)):
         g = d[(d["design"] == name) & (d["task"] == task)]
         grid = np.full((len(depths), len(lens)), np.nan)
-        marks = {}
+        marks: dict[tuple[int, int], str] = {}
         for (depth, length), cell in g.groupby(["depth", "context_len"]):
             i, j = depths.index(depth), lens.index(length)
             ok = cell[cell["status"].isin(("measured",) + NOT_MEASURED)]
             if not ok.empty:
                 grid[i, j] = ok["v"].mean()
-                marks[(i, j)] = "proj." if ok["status"].isin(NOT_MEASURED).all() else None
+                marks[(i, j)] = "projected" if ok["status"].isin(NOT_MEASURED).all() else ("partial" if ok["partial"].any() else "")
             else:
                 marks[(i, j)] = "failed" if (cell["status"] == "failed").any() else "skipped"
-        whole = g[g["depth"].isna() & g["status"].isin(["skipped", "failed"])]  # a length skipped at every depth
+        whole = g[g["depth"].isna() & g["status"].isin(["skipped", "failed"]) & g["sample"].isna()]  # a length skipped at every depth
         for length, cell in whole.groupby("context_len"):
             if length in lens:
                 j = lens.index(length)
@@ -65,86 +72,94 @@ def niah_heatmap(df: pd.DataFrame) -> Figure | None:
         im = ax.imshow(grid, cmap=cmap, vmin=0, vmax=1, aspect="auto", interpolation="nearest")
         for i in range(len(depths)):
             for j in range(len(lens)):
-                mark = marks.get((i, j), "missing")
-                if mark in ("skipped", "failed"):
-                    ax.add_patch(
-                        Rectangle(
-                            (j - 0.5, i - 0.5),
-                            1,
-                            1,
-                            facecolor="#d0d0d0",
-                            hatch="///",
-                            edgecolor="#808080" if mark == "skipped" else "red",
-                            lw=0,
-                        )
-                    )
-                    ax.text(j, i, mark, ha="center", va="center", fontsize=6.5, color="black")
-                elif mark == "missing":
-                    ax.text(j, i, "–", ha="center", va="center", fontsize=8, color="#777777")
-                elif len(lens) * len(depths) <= 120:
-                    txt = f"{grid[i, j]:.2f}" + ("\nproj." if mark == "proj." else "")
-                    ax.text(j, i, txt, ha="center", va="center", fontsize=6.5, color="black", fontstyle="italic" if mark else "normal")
-        ax.set_xticks(range(len(lens)), [fmt_len(x) for x in lens], rotation=45 if len(lens) > 6 else 0)
-        ax.set_yticks(range(len(depths)), [f"{100 * x:g}%" for x in depths])
+                mark = marks.get((i, j), "not run")
+                kinds.add(mark)
+                if mark in HEATMAP_CELLS and mark != "not run":
+                    ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, **HEATMAP_CELLS[mark]))
+        cells.append((ax, grid, marks))
+        ax.set_xticks(range(len(lens)), [fmt_len(x) for x in lens], rotation=90 if len(lens) > 5 else 0)
+        ax.set_yticks(range(len(depths)), [f"{100 * x:g}%" if k % 3 == 0 else "" for x in depths])
+        ax.tick_params(length=2, pad=2)
         ax.grid(False)
         ax.set_title(
             f"{name}"
             + (f" ({task})" if task and d["task"].nunique() > 1 else "")
             + ("\n(did not learn the task)" if learned_of(g) is False else ""),
-            fontsize=9,
+            fontsize=8,
         )
-        ax.set_xlabel("context length")
-        ax.set_ylabel("needle depth")
-    cb = fig.colorbar(im, ax=list(axes), shrink=0.8, label="accuracy")
-    for col, ls in (("floor", "--"), ("chance", ":")):  # the task's levels, marked on the colour scale
+    fig.supxlabel("context length", fontsize=8)
+    fig.supylabel("needle depth", fontsize=8)
+    free = spare(fig, axes)  # an empty slot of the grid holds the colour bar and the key, else they go beside
+    if free:
+        cb = fig.colorbar(im, cax=free[0].inset_axes((0.08, 0.78, 0.84, 0.09)), orientation="horizontal", label="accuracy")
+    else:
+        cb = fig.colorbar(im, ax=list(axes), shrink=0.9, aspect=25, label="accuracy")
+    line = cb.ax.axvline if free else cb.ax.axhline
+    handles: list = [Patch(**{"facecolor": "#eeeeee", **HEATMAP_CELLS[k]}) for k in HEATMAP_CELLS if k in kinds]
+    labels = [HEATMAP_LABELS[k] for k in HEATMAP_CELLS if k in kinds]
+    for col, ls, what in (("floor", "--", "values-in-context floor"), ("chance", ":", "chance")):  # marked on the colour scale
         if d[col].notna().any():
             y = float(d[col].mean())
-            cb.ax.axhline(y, color="black", ls=ls, lw=1.2)
-            cb.ax.annotate(
-                f"{'floor' if col == 'floor' else 'chance'} {y:.2g}",
-                (1.05, y),
-                xycoords=("axes fraction", "data"),
-                fontsize=6.5,
-                va="center",
-                annotation_clip=False,
-            )
+            line(y, color="black", ls=ls, lw=1.2)
+            handles.append(Line2D([], [], color="black", ls=ls, lw=1.2))
+            labels.append(f"{what} ({y:.2g})")
+    if handles and free:
+        free[0].legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.55), handlelength=1.6, fontsize=7)
+    elif handles:
+        fig.legend(handles, labels, loc="outside lower center", ncols=min(3, len(handles)), handlelength=1.6)
+    fig.draw_without_rendering()  # the constrained layout: now each cell's size is known
+    for ax, grid, marks in cells:
+        box = ax.get_window_extent()
+        w_pt, h_pt = (box.width / len(lens), box.height / len(depths))
+        w_pt, h_pt = w_pt * 72 / fig.dpi, h_pt * 72 / fig.dpi
+        size = min(7.0, 0.85 * w_pt / 2.4, 0.55 * h_pt)  # "0.83" is about 2.3 em wide
+        if size < 4.5:
+            continue  # too small to read: the colour says it
+        for (i, j), mark in marks.items():
+            if mark in ("", "partial", "projected") and not np.isnan(grid[i, j]):
+                ax.text(j, i, f"{grid[i, j]:.2f}", ha="center", va="center", fontsize=size, fontstyle="italic" if mark else "normal")
     return fig
 
 
+HEATMAP_CELLS: dict[str, dict[str, Any]] = {  # the patch drawn over a cell of each kind (a plain colour: measured)
+    "partial": dict(fill=False, hatch="..", edgecolor="0.3", lw=0),
+    "skipped": dict(facecolor="#d0d0d0", hatch="///", edgecolor="#808080", lw=0),
+    "failed": dict(facecolor="#d0d0d0", hatch="///", edgecolor="red", lw=0),
+    "not run": dict(facecolor="#eeeeee", lw=0),
+}
+HEATMAP_LABELS = {
+    "partial": "partial (fewer haystacks than planned)",
+    "skipped": "skipped",
+    "failed": "failed",
+    "not run": "not run for this design",
+}
+
+
 def _train_lens(ax, d: pd.DataFrame) -> None:
-    """A dotted vertical line at each true training length (0, no stage passed, is not drawn)."""
+    """A dotted vertical line at each true training length (0, no stage passed, is not drawn),
+    labelled in the legend with the designs trained to it when they differ."""
     lens = d.dropna(subset=["train_len"]).groupby("train_len")["design"].agg(lambda x: ", ".join(design_order(set(x))))
-    for i, (t, who) in enumerate(lens.items()):
-        if t <= 0:
-            continue
-        ax.axvline(t, color="0.35", ls=":", lw=1.2)
-        ax.annotate(
-            f"trained to {fmt_len(t)}: {who}",
-            (t, 1.0),
-            xycoords=("data", "axes fraction"),
-            rotation=90,
-            va="top",
-            ha="right",
-            fontsize=6.5,
-            color="0.35",
-            xytext=(-2, -2 - 40 * i),
-            textcoords="offset points",
-        )
+    lens = lens[lens.index > 0]
+    for t, who in lens.items():
+        label = f"training length ({fmt_len(t)})" if len(lens) == 1 else textwrap.fill(f"trained to {fmt_len(t)}: {who}", 34)
+        ax.axvline(t, color="0.35", ls=":", lw=1.2, label=label)
 
 
-def draw_levels(ax, d: pd.DataFrame, x: str | None = None) -> None:
+def draw_levels(ax, d: pd.DataFrame, x: str | None = None, legend: bool = False) -> None:
     """The task's chance level and "values in context" floor: horizontal lines (x=None), or
-    a step line along ``x`` when they differ with it (hops)."""
+    a step line along ``x`` when they differ with it (hops). Labelled in the legend
+    (``legend``), else by a note at the right end of each line."""
     for col, ls, label in (("floor", "--", "values-in-context floor"), ("chance", ":", "chance")):
         lv = d.dropna(subset=[col])
         if lv.empty:
             continue
         if x is None or lv.groupby(x)[col].mean().nunique() == 1:
             y = float(lv[col].mean())
-            ax.axhline(y, color="0.45", ls=ls, lw=1.0, zorder=0)
-            ax.annotate(
-                f"{label} {y:.2g}", (1.0, y), xycoords=("axes fraction", "data"), ha="right", va="bottom", fontsize=6.5, color="0.35"
-            )
+            ax.axhline(y, color="0.45", ls=ls, lw=1.0, zorder=0, label=f"{label} ({y:.2g})" if legend else None)
+            if not legend:
+                ax.annotate(
+                    f"{label} {y:.2g}", (1.0, y), xycoords=("axes fraction", "data"), ha="right", va="bottom", fontsize=6.5, color="0.35"
+                )
         else:
             per = lv.groupby(x)[col].mean().sort_index()
             ax.plot(per.index, per.values, color="0.45", ls=ls, lw=1.0, drawstyle="steps-mid", zorder=0, label=label)
@@ -156,34 +171,52 @@ def learned_of(g: pd.DataFrame) -> bool | None:
 
 
 def _acc_series(g: pd.DataFrame, x: str) -> pd.DataFrame:
-    """Per x: the pooled accuracy and its 95% Wilson interval (measured), or the status mark."""
+    """Per x: the pooled accuracy and its 95% Wilson interval (measured), or the status mark;
+    ``partial`` where the cell ran fewer haystacks than planned. A haystack skipped late beside
+    measured ones is the partial mark, not a skip of the cell."""
     rows = []
-    for (xv, status), gg in g.groupby([x, "status"], dropna=True):
+    whole_skips = g[~((g["status"] == "skipped") & g["sample"].notna())] if "sample" in g else g
+    for (xv, status), gg in whole_skips.groupby([x, "status"], dropna=True):
         a = pooled_acc(gg) if status == "measured" else None
-        rows.append({x: xv, "status": status, "v": a.p if a else gg["v"].mean(), "lo": a.lo if a else np.nan, "hi": a.hi if a else np.nan})
-    return pd.DataFrame(rows, columns=[x, "status", "v", "lo", "hi"])
+        part = bool(gg["partial"].any()) if "partial" in gg else False
+        rows.append(
+            {
+                x: xv,
+                "status": status,
+                "v": a.p if a else gg["v"].mean(),
+                "lo": a.lo if a else np.nan,
+                "hi": a.hi if a else np.nan,
+                "partial": part,
+            }
+        )
+    return pd.DataFrame(rows, columns=[x, "status", "v", "lo", "hi", "partial"])
 
 
-def _plot_acc(ax, g: pd.DataFrame, x: str, name: str, names: list[str]) -> set[str]:
+def _plot_acc(ax, g: pd.DataFrame, x: str, name: str, names: list[str], nudge: float = 1.0) -> set[str]:
     color, marker = style(name, names)
     m = _acc_series(g, x)
     learned = learned_of(g)
     if learned is False:  # shown, never read as a result: thin, dotted, pale, no band
         meas = m[m["status"] == "measured"].sort_values(x)
         ax.plot(
-            meas[x],
-            meas["v"],
-            ls=":",
-            lw=1.0,
-            marker=marker,
-            ms=3,
-            mfc="white",
-            color=color,
-            alpha=0.6,
-            label=f"{name} (did not learn the task)",
+            meas[x], meas["v"], ls=":", lw=1.0, marker=marker, ms=3, mfc="white", color=color, alpha=0.6, label=f"{name} (did not learn)"
         )
-        return {"measured", "not learned"} | (set(m["status"]) & {"skipped", "failed"})
-    seen = plot_status_series(ax, m, x, "v", color, marker, name if learned else f"{name} (no learned check)")
+        for status, c in (("skipped", color), ("failed", "red")):
+            part = m[m["status"] == status]
+            if not part.empty:
+                ax.plot(
+                    part[x] * nudge,
+                    [0.03] * len(part),
+                    transform=ax.get_xaxis_transform(),
+                    ls="none",
+                    marker="x",
+                    color=c,
+                    ms=7,
+                    alpha=0.6,
+                    clip_on=False,
+                )
+        return set(m["status"]) & {"skipped", "failed"}  # its label says it did not learn
+    seen = plot_status_series(ax, m, x, "v", color, marker, name if learned else f"{name} (no learned check)", nudge=nudge)
     band = m[(m["status"] == "measured") & m["lo"].notna()].sort_values(x)
     if len(band) > 1:
         ax.fill_between(band[x], band["lo"], band["hi"], color=color, alpha=0.12, lw=0)
@@ -205,25 +238,28 @@ def niah_vs_length(df: pd.DataFrame) -> Figure | None:
     d = pooled(metric(df, "niah/acc"))
     if d.empty:
         return None
-    d = d.assign(task=d["task"].fillna(""))
+    d = mark_partial(d.assign(task=d["task"].fillna("")), haystack_counts(df))
     tasks = sorted(d["task"].unique())
-    fig, axes = facet_grid(len(tasks), max_cols=2, height=3.0)
+    fig, axes = facet_grid(len(tasks), max_cols=2, height=3.6)
     names = designs(df)  # colours fixed across the whole report
     statuses: set[str] = set()
     for ax, task in zip(axes, tasks):
         t = d[d["task"] == task]
-        draw_levels(ax, t)
-        for name in designs(t):
-            statuses |= _plot_acc(ax, t[t["design"] == name], "context_len", name, names)
+        draw_levels(ax, t, legend=True)
+        here = designs(t)
+        lens = t["context_len"].dropna()
+        step = min(0.15, np.log2(lens.max() / lens.min()) / (10 * max(1, len(here)))) if len(lens) else 0.0
+        for i, name in enumerate(here):
+            nudge = 2 ** (step * (i - (len(here) - 1) / 2))  # the designs' skip marks side by side
+            statuses |= _plot_acc(ax, t[t["design"] == name], "context_len", name, names, nudge)
         _train_lens(ax, t)
         len_axis(ax)
         ax.set_ylim(-0.02, 1.05)
         ax.set_xlabel("context length (tokens)")
         ax.set_ylabel("accuracy")
-        if task:
+        if task and len(tasks) > 1:
             ax.set_title(task)
-    design_legend(axes[-1])
-    status_legend(axes[-1], statuses)
+    figure_legend(fig, statuses)
     return fig
 
 
@@ -248,7 +284,7 @@ def multihop(df: pd.DataFrame) -> Figure | None:
     statuses: set[str] = set()
     for ax, length in zip(axes, lens):
         t = d[d["context_len"] == length] if pd.notna(length) else d
-        draw_levels(ax, t, "hops")
+        draw_levels(ax, t, "hops", legend=True)
         for name in designs(t):
             statuses |= _plot_acc(ax, t[t["design"] == name], "hops", name, names)
         ax.set_title(f"context {fmt_len(length)}")
@@ -258,8 +294,7 @@ def multihop(df: pd.DataFrame) -> Figure | None:
     axes[0].set_ylabel("accuracy")
     if not final.any():
         fig.suptitle("older records: every hop scored with the intermediate keys given (k single lookups, not composition)", fontsize=8)
-    design_legend(axes[-1])
-    status_legend(axes[-1], statuses)
+    figure_legend(fig, statuses)
     return fig
 
 

@@ -8,19 +8,21 @@ always visible:
   measured   solid line, filled markers, solid bars
   projected  dashed line, hollow markers, hatched hollow bars, "(projected)" in the label
              (analytic records, computed from a formula, are drawn the same way)
-  skipped    an x on the axis (heatmaps: a hatched grey cell saying "skipped")
-  failed     a red x (heatmaps: a hatched cell saying "failed")
+  partial    a half-filled marker (heatmaps: dots over the cell): fewer haystacks than planned
+  skipped    an x on the axis (heatmaps: a hatched grey cell)
+  failed     a red x (heatmaps: a cell hatched in red)
+
+Each figure has one legend (``figure_legend``), outside its axes.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
-from matplotlib.legend import Legend
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter
 
@@ -135,48 +137,57 @@ def len_axis(ax, log: int = 2) -> None:
     ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: fmt_len(x) if x >= 1 else f"{x:g}"))
 
 
-def status_legend(ax, statuses: set[str]) -> None:
-    """A legend of what the line styles mean, outside the axes, below the designs' legend."""
-    handles = []
-    if "measured" in statuses:
-        handles.append(Line2D([], [], color="0.3", marker="o", label="measured"))
-    if "projected" in statuses:
-        handles.append(Line2D([], [], color="0.3", marker="o", ls="--", mfc="white", label="projected (cost model)"))
-    if "skipped" in statuses:
-        handles.append(Line2D([], [], color="0.3", marker="x", ls="none", label="skipped"))
-    if "failed" in statuses:
-        handles.append(Line2D([], [], color="red", marker="x", ls="none", label="failed"))
-    if "not learned" in statuses:
-        handles.append(Line2D([], [], color="0.3", marker="o", ms=3, ls=":", mfc="white", label="did not learn the task"))
-    if handles:
-        ax.add_artist(
-            Legend(
-                ax,
-                handles,
-                [str(h.get_label()) for h in handles],
-                loc="lower left",
-                bbox_to_anchor=(1.01, 0.0),
-                title="status",
-                title_fontsize=7.5,
-                borderaxespad=0,
-                alignment="left",
-            )
-        )
+STATUS_HANDLES: dict[str, dict[str, Any]] = {  # what a line style means, in the legend's order
+    "measured": dict(color="0.3", marker="o", label="measured"),
+    "partial": dict(color="0.3", marker="o", ls="none", fillstyle="left", mfcalt="white", label="partial: fewer haystacks than planned"),
+    "projected": dict(color="0.3", marker="o", ls="--", mfc="white", label="projected (cost model)"),
+    "skipped": dict(color="0.3", marker="x", ls="none", label="skipped"),
+    "failed": dict(color="red", marker="x", ls="none", label="failed"),
+}
 
 
-def plot_status_series(ax, g: pd.DataFrame, x: str, y: str, color: str, marker: str, label: str) -> set[str]:
+def figure_legend(fig: Figure, statuses: Iterable[str] = (), ncols: int = 3) -> None:
+    """The figure's one legend: every labelled series of its axes once (the designs, the task's
+    levels), then what the line styles mean. Below the axes, where the constrained layout makes
+    room for it (an axes legend anchored outside its axes is not laid out), in ``ncols``
+    columns: the axes keep the page's width."""
+    entries: dict[str, Any] = {}
+    for ax in fig.axes:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            entries.setdefault(label, handle)
+    seen = set(statuses)
+    if len(seen & set(STATUS_HANDLES)) > 1 or seen - {"measured"}:  # "measured" alone needs no key
+        for status, kw in STATUS_HANDLES.items():
+            if status in seen:
+                entries.setdefault(kw["label"], Line2D([], [], **kw))
+    if entries:
+        fig.legend(list(entries.values()), list(entries.keys()), loc="outside lower center", ncols=min(ncols, len(entries)))
+
+
+def plot_status_series(
+    ax, g: pd.DataFrame, x: str, y: str, color: str, marker: str, label: str, nudge: float = 1.0, **line: Any
+) -> set[str]:
     """One series, measured and projected points drawn apart; skipped/failed marked on the x axis.
 
-    The series is labelled once (the design's legend entry); ``status_legend`` says what the
+    The series is labelled once (the design's legend entry); ``figure_legend`` says what the
     line styles mean. The dashed projected part starts at the last measured point so the eye
-    follows one series.
+    follows one series. A measured point whose ``partial`` column is true (a cell that ran fewer
+    haystacks than planned) is half filled. ``nudge`` multiplies the x of the skip marks, so
+    that several designs skipped at one length stay apart on a log axis.
     """
     seen = set()
     measured = g[g["status"] == "measured"].dropna(subset=[x, y]).sort_values(x)
     projected = g[g["status"].isin(NOT_MEASURED)].dropna(subset=[x, y]).sort_values(x)
     if not measured.empty:
         seen.add("measured")
-        ax.plot(measured[x], measured[y], ls="-", marker=marker, color=color, label=label)
+        part = measured["partial"].fillna(False).astype(bool).to_numpy() if "partial" in measured else np.zeros(len(measured), bool)
+        whole = [int(i) for i in np.flatnonzero(~part)]
+        ax.plot(
+            measured[x], measured[y], ls="-", marker=marker if whole else "none", markevery=whole or None, color=color, label=label, **line
+        )
+        if part.any():
+            seen.add("partial")
+            ax.plot(measured[x][part], measured[y][part], ls="none", marker=marker, color=color, fillstyle="left", mfcalt="white")
     if not projected.empty:
         seen.add("projected")  # analytic records are drawn the same way
         bridge = measured[measured[x] < projected[x].min()].tail(1)
@@ -189,15 +200,17 @@ def plot_status_series(ax, g: pd.DataFrame, x: str, y: str, color: str, marker: 
             continue
         seen.add(status)
         ax.plot(
-            part[x], [0.03] * len(part), transform=ax.get_xaxis_transform(), ls="none", marker="x", color=c, ms=7, mew=1.8, clip_on=False
+            part[x] * nudge,
+            [0.03] * len(part),
+            transform=ax.get_xaxis_transform(),
+            ls="none",
+            marker="x",
+            color=c,
+            ms=7,
+            mew=1.8,
+            clip_on=False,
         )
     return seen
-
-
-def design_legend(ax) -> None:
-    """The designs' legend, outside the axes on the right."""
-    if ax.get_legend_handles_labels()[0]:
-        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7.5, borderaxespad=0)
 
 
 def series_label(name: str, row: pd.Series, keys: list[str]) -> str:
@@ -216,6 +229,8 @@ def mean_by(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
 
 
 def facet_grid(n: int, max_cols: int = 3, height: float = 2.6, **kw):
+    """n panels in rows of at most max_cols; the grid's unused slots are hidden (``spare``
+    returns them, for a key)."""
     ncols = min(n, max_cols)
     nrows = -(-n // ncols)
     fig, axes = new_figure(ncols, nrows, height=height, **kw)
@@ -223,6 +238,15 @@ def facet_grid(n: int, max_cols: int = 3, height: float = 2.6, **kw):
     for ax in flat[n:]:
         ax.set_visible(False)
     return fig, flat[:n]
+
+
+def spare(fig: Figure, used) -> list:
+    """The hidden slots of a facet_grid figure (made visible, without axis lines, to hold a key)."""
+    out = [ax for ax in fig.axes if not ax.get_visible() and ax not in list(used)]
+    for ax in out:
+        ax.set_visible(True)
+        ax.set_axis_off()
+    return out
 
 
 # ---------------------------------------------------------------- quality

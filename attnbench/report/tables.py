@@ -16,7 +16,21 @@ import pandas as pd
 
 from attnbench.designs import LAYOUT_LETTERS, of
 
-from .data import LEN_1M, LEN_4M, LEN_128K, NOT_MEASURED, designs, fmt_bytes, fmt_len, fmt_num, is_preset, metric, pooled
+from .data import (
+    LEN_1M,
+    LEN_4M,
+    LEN_128K,
+    NOT_MEASURED,
+    designs,
+    fmt_bytes,
+    fmt_len,
+    fmt_num,
+    haystack_counts,
+    is_preset,
+    mark_partial,
+    metric,
+    pooled,
+)
 from .quality import EFFECTIVE_LOWER_BOUND, LEARNED_LOWER_BOUND, effective_length, experiment_task, learned, levels_of, pooled_acc
 
 BASELINE = "softmax"
@@ -76,11 +90,14 @@ def acc_cell(d: pd.DataFrame, title: str = "") -> Cell:
     count = f"{acc.fraction} probes; " if pd.notna(acc.n) else ""
     chance, floor = levels_of(d)
     levels = f"; chance {chance:.3g}, values-in-context floor {floor:.3g}" if pd.notna(chance) else ""
+    part = d[d["partial"]] if "partial" in d else d.iloc[0:0]
+    partial = f"{part['ran'].iloc[0]:.0f} of {part['planned'].iloc[0]:.0f} haystacks" if not part.empty else ""
     return Cell(
-        f"{acc.p:.2f}",
+        f"{acc.p:.2f}" + (" ◐" if partial else ""),
         "",
-        f"{acc.text()}: {count}95% Wilson interval{levels}{'; ' + title if title else ''}",
-        sub=f"[{acc.lo:.2f}–{acc.hi:.2f}]",
+        f"{acc.text()}: {count}95% Wilson interval{levels}{'; ' + title if title else ''}"
+        + (f"; partial: {partial} ran, the budget ran out for the rest" if partial else ""),
+        sub=f"[{acc.lo:.2f}–{acc.hi:.2f}]" + (f" {partial}" if partial else ""),
     )
 
 
@@ -242,9 +259,10 @@ def decision_table(df: pd.DataFrame, train: pd.DataFrame | None = None, *, drop_
     """The one-screen table: per design, how it was trained, whether it learned the task,
     accuracy with intervals, effective context length, multi-hop, cache, speed, crossovers."""
     train = train if train is not None else pd.DataFrame(columns=["design", "train_len", "steps", "tokens", "stop_reason"])
-    niah = pooled(metric(df, "niah/acc"))
+    counts = haystack_counts(df)
+    niah = mark_partial(pooled(metric(df, "niah/acc")), counts)
     niah_lens = sorted(niah["context_len"].dropna().unique())
-    mh = metric(df, "multihop/acc")
+    mh = mark_partial(metric(df, "multihop/acc"), counts)
     final = mh["scoring"] == "final value"
     mh = mh[final] if final.any() else mh
     mh_scoring = "final value" if final.any() else "older per-hop scoring, not composition"
@@ -280,7 +298,8 @@ def decision_table(df: pd.DataFrame, train: pd.DataFrame | None = None, *, drop_
             "experiment-task check recorded); a design that did not learn is shown, never used for a verdict. Trained to: "
             "the longest curriculum stage the model passed. Effective length: the longest length up to which every "
             f"accuracy's lower bound stays above {EFFECTIVE_LOWER_BOUND}. Speed: {BASELINE} time / design time at the longest "
-            "length both were measured (above 1: faster). Italic with a dagger: projected or analytic, not measured. "
+            "length both were measured (above 1: faster). ◐ n of m haystacks: a partial cell, fewer haystacks ran than "
+            "planned (the budget ran out). Italic with a dagger: projected or analytic, not measured. "
             "—: no records for this yet." + rule_note
         ),
     )
