@@ -61,6 +61,16 @@ class Logging:
     def __init__(self, run_dir: Path, proc: subprocess.Popen | None, message: str = ""):
         self.run_dir, self.proc, self.message = run_dir, proc, message
 
+    def kill(self) -> None:
+        """Stop the child and the wandb service it started (its own session) at once."""
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.proc.communicate()
+
     def wait(self, timeout_s: float) -> str:
         """Wait at most ``timeout_s`` more; kill the child then. One line saying what happened."""
         if self.proc is None:
@@ -68,11 +78,7 @@ class Logging:
         try:
             out, err = self.proc.communicate(timeout=max(timeout_s, 0.1))
         except subprocess.TimeoutExpired:
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)  # the child and the wandb service it started
-            except ProcessLookupError:
-                pass
-            self.proc.communicate()
+            self.kill()
             return (
                 f"W&B: gave up (wandb.timeout_s); the run's records are unaffected; "
                 f"re-log with `python -m attnbench.tracking {self.run_dir}`"
