@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,6 +16,7 @@ from matplotlib import image
 
 from attnbench.report import build_report
 from attnbench.report.figures import FIGURES
+from attnbench.report import pdf as pdf_mod
 from attnbench.report.pdf import find_chromium
 
 from report_fixtures import write_run
@@ -77,12 +79,65 @@ def test_pdf_pages_are_not_blank(report, tmp_path):
             assert needle in text, needle
 
 
-def test_pdf_fails_soft_without_chromium(tmp_path, monkeypatch):
+def test_pdf_fails_soft_without_any_renderer(tmp_path, monkeypatch):
     monkeypatch.setenv("ATTNBENCH_CHROMIUM", str(tmp_path / "no-such-chromium"))
+    monkeypatch.setenv("ATTNBENCH_PDF", "chromium")  # WeasyPrint left out: no renderer at all
     res = build_report([write_run(tmp_path / "run")], pdf=True)
-    assert res.pdf is None and "Chromium" in res.pdf_error and res.html.exists()
+    assert res.pdf is None and "chromium: not found" in res.pdf_error and res.html.exists()
     assert not (tmp_path / "run" / "report.pdf").exists()
     assert np.isfinite(res.seconds["total"])
+
+
+def weasyprint_or_skip() -> None:
+    why = pdf_mod.weasyprint_error()
+    if why:
+        pytest.skip(why)
+
+
+def test_without_chromium_weasyprint_prints_the_same_html(tmp_path, monkeypatch):
+    weasyprint_or_skip()
+    monkeypatch.setenv("ATTNBENCH_CHROMIUM", str(tmp_path / "no-such-chromium"))
+    res = build_report([write_run(tmp_path / "run")], pdf=True)
+    assert res.pdf == (tmp_path / "run" / "report.pdf").resolve(), res.pdf_error
+    assert pdf_mod.pages(res.pdf) >= 4  # summary, claims, figures, config/environment
+    from pypdf import PdfReader
+
+    text = " ".join(p.extract_text() for p in PdfReader(res.pdf).pages)
+    for needle in ("Summary", "Claims under test", "C6", "Exact config", "Environment", "Caveats"):
+        assert needle in text, needle
+
+
+@pytest.mark.parametrize(
+    "written, why",
+    [
+        (lambda whole: whole[: len(whole) // 2], "no %%EOF"),  # what a full disk left (issue 30.E)
+        (lambda whole: b"%PDF-1.7\n garbage \n%%EOF\n", "page count cannot be read"),
+        (lambda whole: b"", "without a PDF"),
+    ],
+    ids=["truncated", "garbage", "empty"],
+)
+def test_a_pdf_counts_only_when_whole(tmp_path, monkeypatch, written, why):
+    """A renderer that exits 0 but leaves a torn file: the run says the PDF failed, and no
+    report.pdf (nor its .part) is left."""
+    run = write_run(tmp_path / "run")
+    whole = Path(__file__).with_name("report_fixtures.py").read_bytes()  # any bytes: only its length matters for 'truncated'
+    if why == "no %%EOF":
+        weasyprint_or_skip()
+        good = tmp_path / "good.pdf"
+        pdf_mod._weasyprint(build_report([run], pdf=False).html, good, 120)
+        whole = good.read_bytes()
+        assert pdf_mod.pages(good) >= 1
+
+    def torn(html, out, timeout_s):
+        Path(out).write_bytes(written(whole))
+        if not written(whole):
+            raise pdf_mod.PdfError("exited 0 without a PDF")
+
+    monkeypatch.setattr(pdf_mod, "_chromium", torn)
+    monkeypatch.setattr(pdf_mod, "_weasyprint", torn)
+    res = build_report([run], pdf=True)
+    assert res.pdf is None and why in res.pdf_error, res.pdf_error
+    assert not list((tmp_path / "run").glob("report.pdf*"))
 
 
 ROOT = __import__("pathlib").Path(__file__).resolve().parents[1]
