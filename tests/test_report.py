@@ -47,7 +47,7 @@ def test_report_has_every_section_in_order(fixture_report):
     ids = [m for m in re.findall(r'<section id="([a-z]+)"', html)]
     assert ids == ["summary", "claims", "figures", "other", "caveats", "config", "environment"]
     assert '<table id="decision"' in html and html.index('id="decision"') < html.index('id="claims"')
-    assert len(re.findall(r'<tr id="claim-C\d">', html)) == 6
+    assert re.findall(r'<tr id="claim-(C\d[ab]?)">', html) == ["C1", "C2", "C3", "C4", "C5a", "C5b", "C6"]
     assert html.count('<img src="data:image/png;base64,') == len(F.FIGURES) == len(res.figures)
     assert "http://" not in html and "https://" not in html and "<script" not in html  # self-contained, no JS
     assert "smoke/custom_metric" in html  # a metric no figure knows lands in "other measurements"
@@ -118,6 +118,27 @@ def test_partial_cells_are_marked_in_figures_and_tables(tmp_path):
     assert "2 of 6 haystacks" in " ".join(c.title + c.text + c.sub for c in row.values())
 
 
+def test_every_count_in_the_caveats_adds_up(tmp_path):
+    """ "Skipped: N records (" lists reasons whose counts sum to N, however many distinct notes
+    (each cell's estimate differs) there are."""
+    from attnbench.report.build import caveats
+
+    from report_fixtures import needle_run
+
+    data = load([needle_run(tmp_path / "n")])
+    df = data.records
+    late = df["note"].astype(str).str.contains("budget ran out")
+    df.loc[late, "note"] = [f"budget ran out: ~{90 + i} s a haystack needed, {i} s left" for i in range(late.sum())]
+    extra = df[df["status"] == "skipped"].head(8).assign(note=[f"reason {k}" for k in "abcdefgh"])
+    data.records = pd.concat([df, extra], ignore_index=True)
+    line = next(c for c in caveats(data) if c.startswith("Skipped: "))
+    total = int(re.match(r"Skipped: (\d+) records \(", line).group(1))
+    assert total == (data.records["status"] == "skipped").sum()
+    assert sum(int(n) for n in re.findall(r"(?:\(|; )(\d+) x ", line)) == total, line
+    assert f"{late.sum()} x budget ran out: N a haystack needed, N left" in line
+    assert "Partial cells: 1 accuracy cells ran fewer haystacks than planned (msa 16K: 2 of 6)" in " ".join(caveats(data))
+
+
 def test_every_section_degrades_without_records(tmp_path):
     run = tmp_path / "empty"
     run.mkdir()
@@ -125,7 +146,7 @@ def test_every_section_degrades_without_records(tmp_path):
     res = build_report([run], pdf=False)
     html = res.html.read_text()
     assert html.count("No records for this yet") == len(F.FIGURES)
-    assert html.count('class="verdict v-not-measured">not yet measured<') == 6
+    assert html.count('class="verdict v-not-measured">not yet measured<') == len(claims_mod.CLAIMS) == 7
     assert "No design records yet" in html and not res.figures
 
 
@@ -178,9 +199,12 @@ def test_claim_verdicts_follow_the_records(tmp_path):
     data = load([write_run(tmp_path / "r")])
     verdicts = {c.id: v for c, v in claims_mod.judge_all(data.records, data.train)}
     assert verdicts["C1"].verdict == "supported" and verdicts["C1"].projected_only
-    assert verdicts["C2"].verdict == "not supported"  # fixture hybrid: 400/500 at 4x the training length, learned
-    assert verdicts["C6"].verdict == "inconclusive"  # the fixture's lightning never learned the task
-    assert any("lightning did not learn" in e for e in verdicts["C6"].evidence)
+    # the fixture hybrid: 400/500 at 4x the training length, learned, but no per-probe records say
+    # which haystack each probe came from, so the 40-haystack condition cannot be met
+    assert verdicts["C2"].verdict == "inconclusive"
+    assert any("do not say which haystack" in e for e in verdicts["C2"].evidence)
+    assert verdicts["C6"].verdict == "not yet measured"  # C6 rests on exp=capacity; the fixture has needle records only
+    assert any("exp=capacity" in e for e in verdicts["C6"].evidence)
     assert all(v.verdict in claims_mod.VERDICTS for v in verdicts.values())
     assert all(v.verdict == "not yet measured" for _, v in claims_mod.judge_all(data.records.iloc[0:0]))
 

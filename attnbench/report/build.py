@@ -13,6 +13,7 @@ import base64
 import datetime as dt
 import json
 import os
+import re
 import struct
 import time
 from collections import Counter
@@ -28,7 +29,7 @@ from attnbench import __version__
 from attnbench.redact import redact
 
 from .claims import judge_all
-from .data import FIGURE_DIR, NOT_MEASURED, RunData, is_preset, load
+from .data import FIGURE_DIR, NOT_MEASURED, RunData, fmt_len, haystack_counts, is_preset, load
 from .figures import FIGURES, render
 from .pdf import PdfError, html_to_pdf
 from .tables import DECISION_METRICS, decision_table, other_table, presets_table, training_table
@@ -157,6 +158,21 @@ def run_states(data: RunData) -> list[dict]:
     return [{"text": f"{n} run{'s' if n > 1 else ''} {s}", "bad": not s.startswith("completed")} for s, n in sorted(states.items())]
 
 
+def reasons(notes: pd.Series, shown: int = 6) -> str:
+    """Why records were skipped, grouped: notes that differ only in their numbers (each cell's
+    estimate) are one reason, each with its count, and the counts add up to len(notes)."""
+
+    def reason(note) -> str:
+        text = re.sub(r"(?<![\w.])~?\d[\d,.]*(\s*(GiB|MiB|min|s|h|m)\b)?", "N", str(note))
+        return text if len(text) <= 160 else text[:157] + "..."
+
+    counts = Counter(reason(n) for n in notes.fillna("no reason recorded"))
+    top = counts.most_common(shown)
+    rest = sum(counts.values()) - sum(n for _, n in top)
+    why = "; ".join(f"{n} x {r}" for r, n in top)
+    return why + (f"; {rest} x {len(counts) - len(top)} other reasons" if rest else "")
+
+
 def caveats(data: RunData) -> list[str]:
     df = data.records
     out = []
@@ -249,12 +265,21 @@ def caveats(data: RunData) -> list[str]:
             + (f"; {no_time} of them carry no time because the checkpoint recorded none" if no_time else "")
             + "."
         )
+    counts = haystack_counts(df)
+    partial = counts[counts["partial"]]
+    if not partial.empty:
+        cells = "; ".join(
+            f"{r.design} {fmt_len(r.context_len)}" + (f" {r.hops:g} hops" if r.hops != "" else "") + f": {r.ran:.0f} of {r.planned:.0f}"
+            for r in partial.itertuples()
+        )
+        out.append(
+            f"Partial cells: {len(partial)} accuracy cells ran fewer haystacks than planned ({cells}); the budget ran out "
+            f"for the rest. Their intervals are wider; they are marked ◐ in the tables and half-filled or dotted in the figures."
+        )
     for status in ("skipped", "failed"):
         part = df[df["status"] == status]
         if not part.empty:
-            notes = Counter(str(n) for n in part["note"].fillna("no reason recorded"))
-            why = "; ".join(f"{n} x {reason}" for reason, n in notes.most_common(6))
-            out.append(f"{status.capitalize()}: {len(part)} records ({why}).")
+            out.append(f"{status.capitalize()}: {len(part)} records ({reasons(part['note'])}).")
     for f in data.footers:
         if f.get("status") == "failed":
             out.append(
