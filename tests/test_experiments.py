@@ -94,6 +94,8 @@ TINY: dict[str, list[str]] = {
         "eval.haystacks_short=1",
         "eval.train_len_samples=2",
     ],
+    # two designs (softmax and one lightning state size), a few steps, two pair counts (2 and 5) of 4 probes each
+    "capacity": ["exp.designs=[softmax,lightning_h2]", *TINY_MODEL, "model.n_layers=2", *TINY_TRAIN, "eval.train_len_samples=4"],
     "crossover": [
         "exp.designs=[softmax,lightning]",
         "bench.prefill_lens=[256]",
@@ -137,4 +139,4 @@ def test_experiment_runs_end_to_end(exp, tmp_path, monkeypatch):
         assert all(r["status"] == "skipped" and "CUDA" in r["note"] for r in records), records[:3]
     else:
         assert any(r["status"] in ("measured", "analytic", "projected") for r in records), records[:5]
-    assert not (tmp_path / "cache").exists() or exp in ("train", "plateau_probe", "position_probe", "needle_4m", "multihop")
+    assert not (tmp_path / "cache").exists() or exp in ("train", "plateau_probe", "position_probe", "needle_4m", "multihop", "capacity")

@@ -25,15 +25,18 @@ from functools import lru_cache
 
 import pandas as pd
 
-from attnbench.stats import wilson
+from attnbench.stats import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, cluster_bootstrap, wilson
 from attnbench.experiments.train import passed_len
 from attnbench.tasks.levels import Levels, task_levels
 from attnbench.tasks.vocab import Vocab
 
 LEARNED_LOWER_BOUND = 0.8
 EFFECTIVE_LOWER_BOUND = 0.5  # effective context length: the accuracy's lower bound stays above this
-ACC_METRICS = ("niah/acc", "multihop/acc", "multihop/lookup_acc", "train/acc")
+ACC_METRICS = ("niah/acc", "multihop/acc", "multihop/lookup_acc", "train/acc", "capacity/acc")
 FINAL = "final value"  # multihop scoring of compositional probes (experiments/multihop.py)
+
+
+WILSON = "95% Wilson interval over probes"
 
 
 @dataclass
@@ -43,6 +46,8 @@ class Acc:
     p: float
     lo: float
     hi: float
+    haystacks: float = float("nan")  # distinct haystacks behind the probes (NaN: the records do not say)
+    how: str = WILSON  # how the interval was obtained
 
     def text(self, digits: int = 2) -> str:
         return f"{self.p:.{digits}f} [{self.lo:.{digits}f}–{self.hi:.{digits}f}]"
@@ -50,6 +55,12 @@ class Acc:
     @property
     def fraction(self) -> str:
         return f"{self.k:.0f}/{self.n:.0f}"
+
+    @property
+    def counted(self) -> str:
+        """'27/30 probes from 6 haystacks' (or '... haystacks not recorded')."""
+        where = f"from {self.haystacks:.0f} haystacks" if pd.notna(self.haystacks) else "haystacks not recorded"
+        return f"{self.fraction} probes {where}"
 
 
 def pooled_acc(g: pd.DataFrame) -> Acc | None:
@@ -74,6 +85,53 @@ def pooled_acc(g: pd.DataFrame) -> Acc | None:
     lo = float(g["ci_low"].mean()) if g["ci_low"].notna().all() else float("nan")
     hi = float(g["ci_high"].mean()) if g["ci_high"].notna().all() else float("nan")
     return Acc(float("nan"), float("nan"), p, lo, hi)
+
+
+# ---------------------------------------------------------------- the haystack as the unit
+
+PROBE_METRIC = {"niah/acc": "niah/probe", "multihop/acc": "multihop/probe"}  # each accuracy's per-probe records
+HAYSTACK_OF = ("seed", "sample")  # what names a haystack within a (design, task, length, hops) cell
+CLUSTERED = (
+    f"95% interval with the haystack as the unit: the wider of a percentile cluster bootstrap over haystacks "
+    f"({BOOTSTRAP_RESAMPLES:,} resamples, seed {BOOTSTRAP_SEED}) and the Wilson interval over probes"
+)
+NO_HAYSTACKS = "the records do not say which haystack each probe came from (no per-probe records with `sample`)"
+
+
+def haystack_acc(df: pd.DataFrame, metric_name: str, design: str, length, **group) -> Acc | None:
+    """Pooled accuracy of one cell (runs and seeds pooled) whose interval counts the haystack as
+    the unit: the probes of one haystack share its context, so they are not independent.
+
+    Per-probe records (``niah/probe``, ``multihop/probe``) name their haystack by the generator
+    seed and index (``seed``, ``sample``: the same seed and index give the same haystack in any
+    run, so a haystack measured by two runs is one haystack, and its probes are counted once).
+    The interval is the wider of a percentile cluster bootstrap over haystacks (stats.cluster_bootstrap)
+    and the Wilson interval over probes: the bootstrap carries the clustering, Wilson keeps a width
+    where every haystack agrees (all right: the bootstrap collapses to a point). Without per-probe
+    records, or where they do not name their haystack, the cell's Wilson interval, saying so
+    (``how``), with ``haystacks`` NaN: haystacks are not guessed from the generator's layout.
+    """
+    p = df[(df["metric"] == PROBE_METRIC.get(metric_name, "")) & (df["design"] == design) & (df["status"] == "measured") & df["v"].notna()]
+    p = p[p["context_len"] == length]
+    acc_rows = df[(df["metric"] == metric_name) & (df["design"] == design) & (df["context_len"] == length)]
+    for col, want in group.items():
+        p = p[p[col] == want] if col in p.columns else p.iloc[0:0]
+        acc_rows = acc_rows[acc_rows[col] == want] if col in acc_rows.columns else acc_rows.iloc[0:0]
+    if p.empty or "sample" not in p.columns or p["sample"].isna().any():
+        from .data import pooled
+
+        acc = pooled_acc(pooled(acc_rows))
+        if acc is not None:
+            acc.how = f"{WILSON}: {NO_HAYSTACKS}"
+        return acc
+    same = [c for c in ("design", "task", "hop_task", "hops", "context_len", *HAYSTACK_OF, "probe", "v") if c in p.columns]
+    p = p.drop_duplicates(subset=same)  # the same probe of the same haystack recorded by two runs is one measurement
+    grouped = p.groupby(list(HAYSTACK_OF), dropna=False)["v"]
+    hits, sizes = grouped.sum().to_numpy(dtype=float), grouped.size().to_numpy(dtype=float)  # per haystack
+    k, n = float(hits.sum()), float(sizes.sum())
+    w_lo, w_hi = wilson(int(round(k)), int(n))
+    b_lo, b_hi = cluster_bootstrap(hits.tolist(), sizes.tolist())
+    return Acc(k, n, k / n, min(w_lo, b_lo), max(w_hi, b_hi), haystacks=float(len(hits)), how=CLUSTERED)
 
 
 # ---------------------------------------------------------------- chance and floor
@@ -111,6 +169,20 @@ def _levels(task_cfg: tuple, task: str, depths: tuple, hops: int, chains: int, l
     )
 
 
+@lru_cache(maxsize=64)
+def _mqar_levels(task_cfg: tuple, stage: tuple, pairs: int) -> Levels:
+    import numpy as np
+
+    from attnbench.tasks.batches import Stage, mqar_samples
+    from attnbench.tasks.levels import levels_of as sample_levels
+
+    n_keys, n_values, n_filler, _, _ = task_cfg
+    st = Stage(**{**dict(stage), "n_pairs": pairs, "n_queries": 1, "max_context_len": 0})
+    return sample_levels(
+        mqar_samples(np.random.default_rng([20240, pairs]), Vocab(n_keys, n_values, n_filler), st, 100), Vocab(n_keys, n_values, n_filler)
+    )
+
+
 def record_levels(row, cfg: dict) -> Levels | None:
     """Chance and floor of the task an accuracy record measured, from its run's config."""
     task = row.get("task")
@@ -125,6 +197,9 @@ def record_levels(row, cfg: dict) -> Levels | None:
     )
     if task.startswith("niah_"):
         return _levels(task_cfg, task, tuple(float(d) for d in _get(cfg, "eval.depths", [0.0, 0.25, 0.5, 0.75, 1.0])), 1, 2, False)
+    if task == "mqar" and pd.notna(row.get("n_pairs")):  # exp=capacity: its last stage with the record's pair count
+        last = dict((_get(cfg, "train.stages", []) or [{}])[-1])
+        return _mqar_levels(task_cfg, tuple(sorted(last.items())), int(row["n_pairs"]))
     if task == "multihop":
         hop_task = row.get("hop_task") if isinstance(row.get("hop_task"), str) else "chain"
         hops = int(row["hops"]) if pd.notna(row.get("hops")) else 1
@@ -135,21 +210,24 @@ def record_levels(row, cfg: dict) -> Levels | None:
 
 
 def add_levels(df: pd.DataFrame, headers: list[dict]) -> pd.DataFrame:
-    """Columns ``chance`` and ``floor`` on every accuracy record (NaN elsewhere)."""
+    """Columns ``chance`` and ``floor`` on every accuracy record (NaN elsewhere), and ``policies``:
+    every simple policy's accuracy on the task (tasks/policies.py; a tuple of (name, accuracy))."""
     configs = run_configs(headers)
     chance, floor = pd.Series(float("nan"), index=df.index), pd.Series(float("nan"), index=df.index)
+    policies = pd.Series([()] * len(df), index=df.index, dtype=object)
     acc = df[df["metric"].isin(ACC_METRICS)]
-    cols = [c for c in ("metric", "task", "hop_task", "hops", "scoring", "run_dir") if c in acc.columns]
+    cols = [c for c in ("metric", "task", "hop_task", "hops", "scoring", "n_pairs", "run_dir") if c in acc.columns]
     for key, g in acc.groupby(cols, dropna=False, sort=False):
         row = dict(zip(cols, key if isinstance(key, tuple) else (key,)))
-        row = {k: (None if isinstance(v, float) and pd.isna(v) and k != "hops" else v) for k, v in row.items()}
+        row = {k: (None if isinstance(v, float) and pd.isna(v) and k not in ("hops", "n_pairs") else v) for k, v in row.items()}
         try:
             lv = record_levels(row, configs.get(str(row.get("run_dir")), {}))
         except ValueError:  # a config the generator refuses: no levels rather than no report
             lv = None
         if lv is not None:
             chance[g.index], floor[g.index] = lv.chance, lv.floor
-    return df.assign(chance=chance, floor=floor).copy()
+            policies[g.index] = pd.Series([lv.policies] * len(g), index=g.index, dtype=object)
+    return df.assign(chance=chance, floor=floor, policies=policies).copy()
 
 
 def levels_of(d: pd.DataFrame) -> tuple[float, float]:
@@ -179,6 +257,7 @@ def training(df: pd.DataFrame, headers: list[dict]) -> pd.DataFrame:
             if steps is None:  # older records said steps only when the floor was reached
                 steps = _old_steps(df, name, r.get("tokens"))
         stage = f"{int(r['final_stage'])}/{int(r['n_stages'])}" if pd.notna(r.get("final_stage")) and pd.notna(r.get("n_stages")) else ""
+        chain = chain_tokens(df, exp, name, _get(configs.get(r["run_dir"], {}), "train.stages", []) or [], r.get("tokens"))
         rows.append(
             {
                 "exp": exp,
@@ -192,11 +271,42 @@ def training(df: pd.DataFrame, headers: list[dict]) -> pd.DataFrame:
                 "status": r.get("train_status"),
                 "stage": stage,
                 "source": r.get("source") if isinstance(r.get("source"), str) else str(r.get("note") or ""),
+                "chain_tokens": chain,
             }
         )
     return pd.DataFrame(
-        rows, columns=["exp", "design", "rule", "train_len", "stop_reason", "steps", "steps_exact", "tokens", "status", "stage", "source"]
+        rows,
+        columns=[
+            "exp",
+            "design",
+            "rule",
+            "train_len",
+            "stop_reason",
+            "steps",
+            "steps_exact",
+            "tokens",
+            "status",
+            "stage",
+            "source",
+            "chain_tokens",
+        ],
     )
+
+
+def chain_tokens(df: pd.DataFrame, exp, design: str, stages: list, total) -> float:
+    """Training tokens a model spent from its first chain stage (``hops`` > 0) to its end: the
+    budget that issue 25 asks to count apart (the same for every design, from the first chain
+    stage). From the loss curve's records (``stage`` is 1-based there): the tokens at the first
+    logged step of that stage (logged every ``train.log_every`` steps, so it undercounts by at
+    most that many steps). NaN without chain stages or curve records."""
+    first = next((i + 1 for i, st in enumerate(stages) if isinstance(st, dict) and int(st.get("hops") or 0) > 0), None)
+    if first is None or total is None or pd.isna(total):
+        return float("nan")
+    c = df[(df["metric"] == "train/loss") & (df["design"] == design) & (df["exp"] == exp)]
+    c = c[pd.to_numeric(c.get("stage"), errors="coerce") >= first] if "stage" in c.columns else c.iloc[0:0]
+    if c.empty or c["tokens"].isna().all():
+        return float("nan")
+    return float(total) - float(c["tokens"].min())
 
 
 def _old_stop(r) -> str:
@@ -295,7 +405,7 @@ def add_learned(df: pd.DataFrame, train: pd.DataFrame) -> pd.DataFrame:
     acc = df["metric"].isin(ACC_METRICS) & key.isin(list(true))
     df.loc[acc, "train_len"] = key[acc].map(true).astype(float)
     flags: dict = {}
-    for metric_name in ("niah/acc", "multihop/acc", "multihop/lookup_acc"):
+    for metric_name in ("niah/acc", "multihop/acc", "multihop/lookup_acc", "capacity/acc"):
         rows = df[df["metric"] == metric_name]
         if rows.empty:
             continue

@@ -21,7 +21,11 @@ SUPPORTED, NOT_SUPPORTED, PARTLY, INCONCLUSIVE, NOT_MEASURED_YET = (
     "inconclusive",
     "not yet measured",
 )
-VERDICTS = (SUPPORTED, PARTLY, NOT_SUPPORTED, INCONCLUSIVE, NOT_MEASURED_YET)
+# C3's separate finding: the design compared with softmax did not learn the task within the
+# budget softmax needed, under the same rule. Not "inconclusive": it is an answer, and not
+# "supported": a model that did not learn is not compared as a design.
+DID_NOT_LEARN = "did not learn within the shared budget"
+VERDICTS = (SUPPORTED, PARTLY, NOT_SUPPORTED, DID_NOT_LEARN, INCONCLUSIVE, NOT_MEASURED_YET)
 
 
 @dataclass
@@ -29,6 +33,9 @@ class Verdict:
     verdict: str = NOT_MEASURED_YET
     evidence: list[str] = field(default_factory=list)
     projected_only: bool = False  # every number behind the verdict comes from a formula or the cost model
+    # the claim's parts, each judged on its own (C2: one per 7:1 hybrid and the 4M row; C4: phase x
+    # half; C5b: phase x scope): label -> its verdict; the evidence says what each rests on
+    parts: dict[str, str] = field(default_factory=dict)
 
     @property
     def kind(self) -> str:  # css class
@@ -65,6 +72,24 @@ def needs_learned(v: Verdict, df: pd.DataFrame, names: list[str], task: str | No
             f"says nothing about the claim"
         )
     return ok
+
+
+def same_rule(train: pd.DataFrame | None, names: list[str], exp=None) -> tuple[bool, str]:
+    """Were these models trained under one rule (their training records' ``rule``, equal)? (ok, text)."""
+    if train is None or train.empty:
+        return False, "no training records: the rule each model was trained under is unknown"
+    t = train[train["design"].isin(names)]
+    if exp is not None:
+        t = t[t["exp"] == exp]
+    rules = {n: g["rule"].iloc[-1] for n, g in t.groupby("design")}
+    if set(rules) != set(names):
+        return False, f"no training record for {', '.join(sorted(set(names) - set(rules)))}"
+    first = next(iter(rules.values()))
+    if not all(isinstance(r, dict) and r == first for r in rules.values()):
+        return False, "trained under different rules: " + "; ".join(
+            f"{n}: {r.get('name') if isinstance(r, dict) else r}" for n, r in rules.items()
+        )
+    return True, f"all trained under {first.get('name')} (token budget {first.get('token_budget', 0):,}, patience {first.get('patience')})"
 
 
 def deficit(a: Acc, b: Acc) -> tuple[float, float]:

@@ -131,3 +131,14 @@ def chain_batch(rng: np.random.Generator, vocab: Vocab, stage: Stage, batch: int
     targets = np.full_like(inputs, IGNORE)
     targets[:, stage.context_len + 1 :: 2] = finals
     return torch.from_numpy(inputs.astype(np.int64)), torch.from_numpy(targets.astype(np.int64))
+
+
+def mqar_samples(rng: np.random.Generator, vocab: Vocab, stage: Stage, n: int) -> list:
+    """``n`` MQAR contexts of ``stage`` with one query each, as evaluation samples (tasks/generate.Sample):
+    the training format at its own length, one probe a context so that probes are independent
+    (exp=capacity scores a model on them by key-value pairs)."""
+    from .generate import Probe, Sample
+
+    x, y = mqar_batch(rng, vocab, replace(stage, n_queries=1, max_context_len=0), n)
+    L = stage.context_len
+    return [Sample("mqar", row[:L].numpy().copy(), [Probe([int(row[L])], [int(t[L])])]) for row, t in zip(x, y)]

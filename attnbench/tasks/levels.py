@@ -12,7 +12,10 @@ the experiments make them, so they follow the task when it changes:
           plateau every design sat on in training ("one of the 4 values in this context").
           A single needle has a floor of 1: finding the one needle is not a lookup.
 
-An accuracy whose 95% interval does not clear the floor shows no lookup at all.
+An accuracy whose 95% interval does not clear the floor shows no lookup at all. Both are two of
+the simple policies of tasks/policies.py, run on the generated samples; ``Levels.policies``
+holds every one of them (for chains: also "a value whose key never appears", the end of a
+chain found with no lookup, and "the first hop").
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from functools import lru_cache
 import numpy as np
 
 from .generate import Sample, task_samples
+from .policies import CHANCE, FLOOR, POLICIES, policy_accuracies, probe_accuracy
 from .vocab import Vocab
 
 
@@ -31,47 +35,22 @@ class Levels:
     chance: float  # mean over probes
     floor: float  # mean over probes: the "values in context" strategy's expected accuracy
     probes: int  # how many probes the means are over
-
-
-def needle_answers(context: np.ndarray, vocab: Vocab) -> tuple[set[int], set[int]]:
-    """(the values that follow a key, the keys) of a context: what the floor strategy picks from."""
-    ctx = np.asarray(context)
-    is_key = vocab.is_key(ctx[:-1])
-    keys = set(ctx[:-1][is_key].tolist())
-    values = ctx[1:][is_key]
-    is_value = (values >= vocab.value(0)) & (values < vocab.value(vocab.n_values))
-    return set(values[is_value].tolist()), keys
+    policies: tuple[tuple[str, float], ...] = ()  # every simple policy's mean accuracy (tasks/policies.py)
 
 
 def probe_levels(context: np.ndarray, targets: list[int], vocab: Vocab) -> tuple[float, float]:
-    """(chance, floor) of one probe: the product over its scored targets."""
-    values, keys = needle_answers(context, vocab)
-    chance = floor = 1.0
-    for t in targets:
-        if t < 0:
-            continue
-        if bool(vocab.is_key([t])[0]):
-            chance *= 1 / vocab.n_keys
-            pool = keys
-        else:
-            chance *= 1 / vocab.n_values
-            pool = values
-        floor *= (t in pool) / len(pool) if pool else 0.0
-    return chance, floor
+    """(chance, floor) of one probe: the uniform guess's and the values-in-context policy's expected accuracy."""
+    return probe_accuracy(POLICIES[CHANCE], context, [], targets, vocab), probe_accuracy(POLICIES[FLOOR], context, [], targets, vocab)
 
 
 def levels_of(samples: list[Sample], vocab: Vocab, *, lookups: bool = False) -> Levels:
-    """Mean chance and floor over every probe of ``samples`` (``lookups``: the multi-hop
-    diagnostic probes, every intermediate key given, instead of the compositional ones)."""
-    pairs = []
-    for s in samples:
-        for p in s.probes:
-            targets = p.lookups[1] if lookups and p.lookups else p.targets
-            pairs.append(probe_levels(s.context, targets, vocab))
-    if not pairs:
+    """Mean chance, floor and every policy's accuracy over every probe of ``samples`` (``lookups``:
+    the multi-hop diagnostic probes, every intermediate key given, instead of the compositional ones)."""
+    acc = policy_accuracies(samples, vocab, lookups=lookups)
+    n = sum(len(s.probes) for s in samples)
+    if not n:
         return Levels(float("nan"), float("nan"), 0)
-    chance, floor = np.mean(pairs, axis=0)
-    return Levels(float(chance), float(floor), len(pairs))
+    return Levels(acc[CHANCE], acc[FLOOR], n, tuple(acc.items()))
 
 
 @lru_cache(maxsize=256)
