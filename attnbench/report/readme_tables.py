@@ -10,7 +10,7 @@ from __future__ import annotations
 import pandas as pd
 
 from .data import RunData, designs, fmt_bytes, fmt_len, metric, pooled
-from .quality import effective_length, learned, pooled_acc
+from .quality import LEARNED_LOWER_BOUND, effective_length, experiment_task, learned, pooled_acc
 from .readme import table
 
 
@@ -63,6 +63,22 @@ def run_facts(data: RunData) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def learned_text(df: pd.DataFrame, name: str, train: pd.DataFrame) -> str:
+    """Did ``name`` learn this experiment's own task at its training length (quality.learned, the one
+    definition the report and the claims use)? Multi-hop: the hop counts it learned."""
+    task = next((t for m in ("niah/acc", "multihop/acc", "capacity/acc") if (t := experiment_task(df, m))), None)
+    if task == "multihop":
+        c = df[(df["metric"] == "train/acc") & (df["design"] == name) & (df["task"] == "multihop")]
+        hops = sorted(c["hops"].dropna().unique())
+        if not hops:
+            return "—"
+        got = [h for h in hops if learned(df, name, "multihop", hops=h, train=train).flag]
+        return f"{', '.join(f'{h:g}' for h in got) or 'no'} of {', '.join(f'{h:g}' for h in hops)} hops"
+    check = learned(df, name, task, train=train)
+    flag = {True: "yes", False: "no", None: "—"}[check.flag]
+    return f"{flag} ({check.task}, {check.acc.fraction})" if check.acc is not None else flag
+
+
 def training_rows(data: RunData) -> pd.DataFrame:
     df, train = data.records, data.train
     assert train is not None, "RunData without its training table (load() always adds it)"
@@ -90,7 +106,12 @@ def training_rows(data: RunData) -> pd.DataFrame:
                 "single needles at the check length": (
                     f"{check.acc.fraction} at {check.context_len:.0f}" if check.acc is not None else "—"
                 ),
-                "learned (lower bound >= 0.8)": {True: "yes", False: "no", None: "—"}[check.flag],
+                f"learned the experiment's task (lower bound >= {LEARNED_LOWER_BOUND})": learned_text(df, name, train),
+                **(
+                    {"tokens from the first chain stage": f"{t['chain_tokens'] / 1e6:.1f}M" if pd.notna(t["chain_tokens"]) else "—"}
+                    if train["chain_tokens"].notna().any()
+                    else {}
+                ),
             }
         )
     return pd.DataFrame(rows)
@@ -227,6 +248,19 @@ def multihop_accuracy(data: RunData) -> pd.DataFrame:
             for L in lens:
                 row[fmt_len(L)] = _acc(g[g["context_len"] == L])
             rows.append(row)
+    return pd.DataFrame(rows)
+
+
+@table("multihop/floors")
+def multihop_floors(data: RunData) -> pd.DataFrame:
+    """Per hop count: every simple policy's accuracy on the compositional probe, run on the
+    generator's samples with the run's settings (tasks/policies.py); the shortcuts a score must clear."""
+    d = metric(data.records, "multihop/acc")
+    d = d[d["scoring"] == "final value"] if "scoring" in d.columns else d.iloc[0:0]
+    rows = []
+    for hops, g in d.groupby("hops"):
+        pol = next((p for p in g["policies"] if isinstance(p, tuple) and p), ())
+        rows.append({"hops": f"{hops:g}", **{name: f"{acc:.3f}" for name, acc in pol}})
     return pd.DataFrame(rows)
 
 
