@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 from attnbench.cli import config_error, report_main
 from attnbench.config import MAX_SEED
+from attnbench.config import schema as schema_mod
 from attnbench.experiments import CACHE_USERS
 from attnbench.results import encode_line
 
@@ -246,3 +247,117 @@ def test_every_bad_report_input_gets_one_line(case):
         assert want in message, (case, message)
         if kind == REPORT_KINDS:  # the report is written anyway, the damage flagged in it
             assert "Damaged results" in (tmp / "run" / "report.html").read_text()
+
+
+# ---------------------------------------------------------------- declared ranges (issue 30, C)
+
+
+# where each schema class sits in the config (a list item or dict value: its first element)
+WHERE = {
+    "RootConfig": "",
+    "DesignConfig": "attention.{design}.",
+    "ModelConfig": "model.",
+    "TaskConfig": "task.",
+    "Stage": "train.stages.0.",
+    "TrainConfig": "train.",
+    "EvalConfig": "eval.",
+    "ExpConfig": "exp.",
+    "WandbConfig": "wandb.",
+    "ReportConfig": "report.",
+    "KernelShapes": "kernels.shapes.",
+    "KernelsConfig": "kernels.",
+    "HardwareConfig": "hardware.",
+    "BenchConfig": "bench.",
+}
+
+
+def numeric_fields() -> dict[str, dict[str, str]]:
+    """Every field of the schema that holds numbers (int, float, or a list or dict of them), by class."""
+    import dataclasses
+    import typing
+
+    found: dict[str, dict[str, str]] = {}
+    todo, seen = [schema_mod.RootConfig], set()
+    while todo:
+        cls = todo.pop()
+        if cls in seen:
+            continue
+        seen.add(cls)
+        hints = typing.get_type_hints(cls)
+        for f in dataclasses.fields(cls):
+            tp = hints[f.name]
+            args = [a for a in typing.get_args(tp) if a is not type(None)]
+            inner = args[-1] if args else tp
+            if dataclasses.is_dataclass(inner):
+                todo.append(inner)
+            elif inner in (int, float) and inner is not bool:
+                found.setdefault(cls.__name__, {})[f.name] = "int" if inner is int else "float"
+    return found
+
+
+def test_every_numeric_field_has_a_declared_range():
+    fields = numeric_fields()
+    missing = sorted(f"{c}.{f}" for c, fs in fields.items() for f in fs if f not in schema_mod.RANGES.get(c, {}))
+    assert not missing, f"numeric config fields without a range in attnbench/config/schema.py RANGES: {missing}"
+    stale = sorted(f"{c}.{f}" for c, fs in schema_mod.RANGES.items() for f in fs if f not in fields.get(c, {}))
+    assert not stale, stale
+    assert set(fields) <= set(WHERE), sorted(set(fields) - set(WHERE))
+
+
+@st.composite
+def out_of_range(draw):
+    """(overrides, field) for a numeric field set outside its declared range (nan, inf, or past a bound)."""
+    fields = numeric_fields()
+    cls = draw(st.sampled_from(sorted(fields)))
+    name = draw(st.sampled_from(sorted(fields[cls])))
+    r, kind = schema_mod.RANGES[cls][name], fields[cls][name]
+    bad = [st.sampled_from(["nan", "inf", "-inf"])] if kind == "float" else []
+    if r.lo is not None:
+        lo = r.lo if r.lo_open else r.lo - (1 if kind == "int" else 1e-6)
+        bad.append(st.integers(-(10**12), int(lo)).map(str) if kind == "int" else st.floats(-1e12, lo).map(repr))
+    if r.hi is not None:
+        hi = r.hi if r.hi_open else r.hi + (1 if kind == "int" else 1e-6)
+        bad.append(st.integers(int(hi), 10**15).map(str) if kind == "int" else st.floats(hi, 1e12).map(repr))
+    value = draw(st.one_of(*bad))
+    design = draw(st.sampled_from(DESIGNS))
+    key = WHERE[cls].format(design=design) + name
+    extra = ["hardware=h200"] if cls == "HardwareConfig" else []
+    if container(cls, name) == "dict":  # hardware.flops: FLOP/s by dtype
+        key += ".bfloat16"
+    is_list = container(cls, name) == "list"
+    override = f"{key}=[{value}]" if is_list else f"{key}={value}"
+    field = f"{key}[0]" if is_list else key
+    return ["+exp=smoke", *extra, override], field.replace("train.stages.0.", "train.stages[0].")
+
+
+def container(cls_name: str, field: str) -> str:
+    """list, dict or scalar: how the field holds its numbers."""
+    import typing
+
+    cls = next(c for c in _classes() if c.__name__ == cls_name)
+    tp = typing.get_type_hints(cls)[field]
+    origin = typing.get_origin(tp)
+    return "list" if origin is list else "dict" if origin is dict else "scalar"
+
+
+def _classes():
+    import dataclasses
+    import typing
+
+    out, todo = [], [schema_mod.RootConfig]
+    while todo:
+        cls = todo.pop()
+        if cls in out:
+            continue
+        out.append(cls)
+        for tp in typing.get_type_hints(cls).values():
+            todo += [a for a in (tp, *typing.get_args(tp)) if dataclasses.is_dataclass(a)]
+    return out
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(out_of_range())
+def test_a_number_outside_its_declared_range_gets_one_line_naming_the_field(case):
+    overrides, field = case
+    message = one_line(config_error(overrides), overrides)
+    assert message.startswith(field), f"{overrides}: {message!r} does not name {field}"

@@ -14,7 +14,7 @@ from attnbench.designs import LAYOUT_LETTERS, describe_letters
 
 from .choices import MAX_SEED, Dtype
 from .errors import ConfigError, duration, positive
-from .schema import RootConfig
+from .schema import RANGES, RootConfig
 from .validate_tasks import validate_tasks
 
 
@@ -38,6 +38,60 @@ def validate_memory(cfg) -> None:
             cfg.exp.seq_len,
             f"needs at least {need / 2**30:,.1f} GiB at exp.batch={cfg.exp.batch}; this machine has {have / 2**30:,.1f} GiB",
         )
+
+
+WEIGHTS_ONLY_ON_META = ("presets",)  # experiments that build their models on the meta device (no memory)
+
+
+def weight_bytes(cfg) -> int:
+    """A lower bound on what the largest model the run builds holds: its fp32 weights (the embedding
+    and every layer's experts; attention and norms left out), twice for an experiment that may
+    train (the gradients as well: smoke's training step, the experiments that train a missing model)."""
+    from attnbench.experiments import CACHE_USERS
+
+    m = cfg.model
+    designs = [n for n in (cfg.exp.designs or cfg.attention) if n in cfg.attention]
+    layers = max([cfg.attention[n].n_layers or m.n_layers for n in designs] or [m.n_layers])
+    trains = cfg.exp.name == "smoke" or cfg.exp.name in CACHE_USERS
+    return (2 if trains else 1) * 4 * (m.vocab_size * m.d_model + layers * m.n_experts * 2 * m.d_model * m.d_expert)
+
+
+def check_ranges(node, where: str = "") -> None:
+    """Every numeric field (and each item of a list or dict of numbers) inside its declared range
+    (schema.RANGES): nan, inf and out-of-range values stop here, naming the field."""
+    import dataclasses
+
+    from omegaconf import DictConfig, ListConfig, OmegaConf
+
+    if isinstance(node, ListConfig):
+        for i in range(len(node)):
+            check_ranges(node._get_node(i), f"{where}[{i}]")
+        return
+    if not isinstance(node, DictConfig):
+        return
+    schema = OmegaConf.get_type(node)
+    ranges, types = {}, {}
+    if isinstance(schema, type) and dataclasses.is_dataclass(schema):
+        ranges, types = RANGES.get(schema.__name__, {}), {f.name: str(f.type) for f in dataclasses.fields(schema)}
+    for key in node:
+        if key == "hydra" and not where:
+            continue
+        path = f"{where}.{key!s}" if where else str(key)
+        if key not in ranges:
+            check_ranges(node._get_node(key), path)
+            continue
+        value = node[key]
+        items = (
+            [(f"{path}[{i}]", v) for i, v in enumerate(value)]
+            if isinstance(value, ListConfig)
+            else [(f"{path}.{k!s}", v) for k, v in value.items()]
+            if isinstance(value, DictConfig)
+            else [(path, value)]
+        )
+        integer = "int" in types[str(key)] and "float" not in types[str(key)]
+        for name, v in items:
+            if v is not None and not ranges[key].holds(v):
+                raise ConfigError(name, v, ranges[key].describe(integer))
 
 
 def validate_design(name: str, d, n_layers: int, used: bool = True) -> None:
@@ -101,6 +155,7 @@ def validate(cfg) -> None:
 
     if cfg.exp.name not in EXPERIMENTS:
         raise ConfigError("exp", cfg.exp.name or None, f"choose one with +exp=NAME: {', '.join(sorted(EXPERIMENTS))}")
+    check_ranges(cfg)
     m = cfg.model
     for key in ("d_model", "n_layers", "n_heads", "n_kv_heads", "head_dim", "n_experts", "top_k_experts", "d_expert", "vocab_size"):
         positive(f"model.{key}", getattr(m, key))
@@ -139,6 +194,16 @@ def validate(cfg) -> None:
     for key in ("batch", "seq_len", "prefill_chunk"):
         positive(f"exp.{key}", getattr(cfg.exp, key))
     validate_memory(cfg)
+    if cfg.exp.name not in WEIGHTS_ONLY_ON_META:
+        import psutil
+
+        need, have = weight_bytes(cfg), psutil.virtual_memory().total
+        if need > have:
+            raise ConfigError(
+                "model",
+                f"d_model={m.d_model}, n_layers={m.n_layers}, n_experts={m.n_experts}, d_expert={m.d_expert}, vocab_size={m.vocab_size}",
+                f"its fp32 weights (and gradients, where it trains) need at least {need / 2**30:,.1f} GiB; this machine has {have / 2**30:,.1f} GiB",
+            )
     if not cfg.wandb.project or "/" in cfg.wandb.project:
         raise ConfigError("wandb.project", cfg.wandb.project, "a non-empty W&B project name without '/'")
     for key, value in (("wandb.timeout_s", cfg.wandb.timeout_s), ("report.pdf_timeout_s", cfg.report.pdf_timeout_s)):
