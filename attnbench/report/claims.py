@@ -34,6 +34,7 @@ from .quality import FINAL, LEARNED_LOWER_BOUND, Acc, experiment_task, haystack_
 from .verdicts import (
     DID_NOT_LEARN,
     INCONCLUSIVE,
+    NOT_MEASURED_YET,
     NOT_SUPPORTED,
     PARTLY,
     SUPPORTED,
@@ -43,7 +44,6 @@ from .verdicts import (
     reference_lengths,
     same_rule,
 )
-from .verdicts import NOT_MEASURED_YET as NOT_MEASURED_YET  # re-exported: tests read the verdict names here
 from .verdicts import VERDICTS as VERDICTS
 
 SEED_000 = "seed 000, \u201cMiniMax: Lightning Attention, Agents, and What They Tried\u201d"
@@ -123,11 +123,11 @@ SEVEN_TO_ONE = "LLLLLLLS"  # Text-01's period: 7 lightning layers, then 1 softma
 # The 7:1 hybrids in order of closeness to Text-01, with what each changes. A headline verdict
 # uses the first of them that the claim's rule can use; every other one is shown beside it.
 HYBRIDS = {
-    "lightning_hybrid": "Text-01's layer as configured (2 lightning heads at this width)",
-    "lightning_hybrid_h8": "Text-01's layer with 8 lightning heads (its decay schedule over more heads)",
-    "lightning_hybrid16": "Text-01's period tiled twice (16 layers, two softmax layers)",
-    "lightning_hybrid_nope": "lightning_hybrid_h8 whose softmax layer has no RoPE and a log-n scale (not in Text-01)",
-    "lightning_conv_nope": "a labelled variant: a convolution on the lightning q, k, v (not Text-01's layer)",
+    "lightning_hybrid": "Text-01's layer as configured, 2 lightning heads at this width",
+    "lightning_hybrid_h8": "Text-01's layer with 8 lightning heads, its decay schedule over more heads",
+    "lightning_hybrid16": "Text-01's period tiled twice, 16 layers with two softmax layers",
+    "lightning_hybrid_nope": "lightning_hybrid_h8 whose softmax layer has no RoPE and a log-n scale, not in Text-01",
+    "lightning_conv_nope": "a labelled variant with a convolution on the lightning q, k, v, not Text-01's layer",
 }
 
 
@@ -171,6 +171,10 @@ def judge_c2(df: pd.DataFrame, t: dict, train=None) -> Verdict:
     names = [n for n in seven_to_one(df) if not d[d["design"] == n].empty]
     if not names:
         return v
+    for name in seven_to_one(df):  # a 7:1 hybrid with other records (its training) but no needle cell: shown, not judged
+        if name not in names:
+            v.parts[f"{name}: no needle records"] = NOT_MEASURED_YET
+            v.evidence.append(f"{name} ({_why(name)}): no needle records, so not judged")
     task = experiment_task(df, "niah/acc")
     results: dict[str, str] = {}
     for name in names:
