@@ -38,6 +38,7 @@ import signal
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+import time
 from typing import Any, Callable
 
 import torch
@@ -220,6 +221,7 @@ class Local:
 
     def __init__(self, device: torch.device):
         self.device = device
+        self.phase_s: dict[str, float] = {}  # seconds of the last step's forward and backward (whole batches only)
 
     def check(self, rows: list[int]) -> None:
         pass
@@ -244,12 +246,15 @@ class Local:
         """Forward + backward of the batch (x, y); None (and no backward) if its loss is not finite."""
         x, y = x.to(self.device), y.to(self.device)
         # bf16 autocast on GPUs; fp32 on CPU (bf16 matmuls are 100-500x slower there)
+        t0 = time.perf_counter()
         with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.device.type == "cuda"):
             loss, ce, acc, out = loss_fn(model, design, cfg, x, y)
         if not torch.isfinite(loss):
             return None
+        t1 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
         loss.backward()
+        self.phase_s = {"forward": t1 - t0, "backward": time.perf_counter() - t1}  # the last step's (train_rate)
         return StepResult(float(ce.detach()), float(acc), float(out.index_loss.detach()))
 
     def agree(self, seconds: float) -> float:

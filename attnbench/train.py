@@ -40,6 +40,7 @@ from .results import stable_hash
 from .runner import config_dict
 from .tasks.batches import IGNORE, Stage, chain_batch, mqar_batch
 from .tasks.vocab import Vocab
+from .train_rate import calibrate_peak, cpu_name
 from .train_record import TrainState, rule_of, stop_reason, training_record
 
 FORMAT = 2  # bump when the checkpoint contents or training semantics change (2: the fair rule, mixed lengths)
@@ -91,13 +92,26 @@ def batch_rng(seed: int, step: int) -> np.random.Generator:
 
 def task_loss(model: Model, design, cfg, x: torch.Tensor, y: torch.Tensor):
     """Cross-entropy at the answer positions + MoE balance + MSA index loss; and the accuracy."""
-    out = model(x)
-    mask = y != IGNORE
-    logits = out.logits[mask]  # (n_answers, V)
-    ce = F.cross_entropy(logits, y[mask])
+    logits, targets, out = answer_logits(model, x, y)
+    ce = F.cross_entropy(logits, targets)
     loss = ce + cfg.model.balance_coef * out.balance_loss + design.index_loss_weight * out.index_loss
-    acc = (logits.argmax(-1) == y[mask]).float().mean()
+    acc = (logits.argmax(-1) == targets).float().mean()
     return loss, ce, acc, out
+
+
+def answer_logits(model: Model, x: torch.Tensor, y: torch.Tensor):
+    """(logits (n_answers, V), their targets (n_answers,), the model's Output) in the order of y's
+    answers (row-major). The tasks put every row's answers at the same positions (the queries
+    after the haystack): then the head runs only at those columns (Model.forward's logits_at),
+    not at every position, which cost a tenth of a training step; a batch whose answers are not
+    in shared columns gets the head at every position."""
+    mask = y != IGNORE
+    cols = mask.any(0).nonzero().squeeze(1)  # (P,)
+    if bool(mask[:, cols].all()) and int(mask.sum()) == mask.shape[0] * cols.numel():
+        out = model(x, logits_at=cols)  # logits (B, P, V)
+        return out.logits.reshape(-1, out.logits.shape[-1]), y[:, cols].reshape(-1), out
+    out = model(x)
+    return out.logits[mask], y[mask], out
 
 
 def task_loss_share(model: Model, design, cfg, x: torch.Tensor, y: torch.Tensor, n_answers: int, n_rows: int):
@@ -108,14 +122,12 @@ def task_loss_share(model: Model, design, cfg, x: torch.Tensor, y: torch.Tensor,
     equal length, so the slice's mean x its fraction of the rows. Balance: moe.GlobalRouting
     (set by the caller) gives the slice's share. Returns loss, the CE sum, the correct count, out.
     """
-    out = model(x)
-    mask = y != IGNORE
-    logits = out.logits[mask]  # (n_answers of the slice, V)
-    ce_sum = F.cross_entropy(logits, y[mask], reduction="sum")
+    logits, targets, out = answer_logits(model, x, y)  # (n_answers of the slice, V), (n_answers,)
+    ce_sum = F.cross_entropy(logits, targets, reduction="sum")
     loss = (
         ce_sum / n_answers + cfg.model.balance_coef * out.balance_loss + design.index_loss_weight * out.index_loss * (x.shape[0] / n_rows)
     )
-    correct = (logits.argmax(-1) == y[mask]).sum()
+    correct = (logits.argmax(-1) == targets).sum()
     return loss, ce_sum, correct, out
 
 
@@ -193,6 +205,21 @@ def step_batch(cfg, stages: list[Stage], stage_i: int, step: int, vocab: Vocab):
     if not stage.hops:
         return mqar_batch(rng, vocab, stage, rows)
     return chain_batch(rng, vocab, stage, rows, hops=int(rng.integers(1, stage.hops + 1)))
+
+
+def loss_for(cfg, model: Model, design, par, device):
+    """The step's loss function: task_loss, compiled per batch shape (train_step.CompiledLoss)
+    where ``train.compile`` is on, the batches are whole (one process) and the device is the
+    CPU (the only one it was checked on); task_loss_share for a split batch."""
+    from .kernels.backend import COMPILE
+
+    if not par.whole_batches:
+        return task_loss_share
+    if cfg.train.compile and COMPILE and device.type == "cpu":
+        from .train_step import CompiledLoss
+
+        return CompiledLoss(model, design, cfg)
+    return task_loss
 
 
 def train_log(folder: Path, write: bool = True) -> logging.Logger:
@@ -278,7 +305,9 @@ def _train(cfg, design_name: str, device, *, key: str | None, backends: dict[str
     par.check([rows_of(tc, stage.at(n).seq_len) for stage in stages for n in stage.lengths()])
     torch.manual_seed(cfg.seed)
     model = par.wrap(Model(cfg.model, design).to(device))
-    opt = torch.optim.AdamW(model.parameters(), lr=tc.lr, betas=(0.9, tc.beta2), weight_decay=tc.weight_decay)
+    # foreach: one multi-tensor kernel per update term instead of a loop over the 60-odd
+    # parameters (the same update; it cost a twentieth of a short step)
+    opt = torch.optim.AdamW(model.parameters(), lr=tc.lr, betas=(0.9, tc.beta2), weight_decay=tc.weight_decay, foreach=True)
     partial = folder / "partial.pt"
     # rank 0 reads the checkpoints; every process gets the state, the weights and the optimiser's
     st = par.resume(lambda: starting_point(cfg, design_name, partial), model, opt)
@@ -303,6 +332,9 @@ def _train(cfg, design_name: str, device, *, key: str | None, backends: dict[str
         dynamic_ncols=True,
         disable=not par.main,
     )
+    loss_fn = loss_for(cfg, model, design, par, device)
+    if device.type == "cpu" and st.step < tc.max_steps and st.status == "running":  # the peak this (re)start runs against
+        st.peaks.append({"step": st.step, "flops": calibrate_peak(), "threads": torch.get_num_threads(), "cpu": cpu_name()})
     start = time.perf_counter() - st.wall_s
     model.train()
     if st.continued_from:
@@ -314,16 +346,26 @@ def _train(cfg, design_name: str, device, *, key: str | None, backends: dict[str
                 st.status = reason
                 break
             step = st.step
+            t_data = time.perf_counter()
             x, y = step_batch(cfg, stages, st.stage, step, vocab)  # the global batch, on every process
+            t_data = time.perf_counter() - t_data
             for group in opt.param_groups:
                 group["lr"] = lr_at(step, tc, st.warm_from)
             # forward + backward; ce, acc, index loss: means over the global batch
-            res = par.step(task_loss if par.whole_batches else task_loss_share, model, design, cfg, x, y, opt)
+            res = par.step(loss_fn, model, design, cfg, x, y, opt)
             if res is None:
                 st.status, st.failure = "failed", f"non-finite loss at step {step}"
                 break  # the last partial checkpoint (good weights) stays on disk
-            torch.nn.utils.clip_grad_norm_(model.parameters(), tc.grad_clip)
+            t_opt = time.perf_counter()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), tc.grad_clip, foreach=True)
             opt.step()
+            spent = {"data": t_data, **par.phase_s, "optimizer": time.perf_counter() - t_opt}
+            if getattr(loss_fn, "compiled_now", False):  # a new batch shape compiled: the step is compile time
+                spent = {"compile": sum(spent.values())}
+            while len(st.phase_s) <= st.stage:
+                st.phase_s.append({})
+            for k, v in spent.items():
+                st.phase_s[st.stage][k] = st.phase_s[st.stage].get(k, 0.0) + v
             st.step += 1
             st.tokens += x.numel()
             rolling.append(res.acc)

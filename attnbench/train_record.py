@@ -14,6 +14,7 @@ from .model import Model, layout_for
 from .results import git_commit
 from .runner import config_dict
 from .tasks.batches import Stage
+from .train_rate import stage_rates
 
 RULE_NAME = "fair-v1"
 
@@ -49,6 +50,10 @@ class TrainState:
     continued_from: str | None = None  # checkpoint key of that shorter curriculum's model
     failure: str | None = None
     rolling: list = field(default_factory=list)  # the last `window` step accuracies
+    # how fast it ran (attnbench/train_rate.py): the matmul peak calibrated at each (re)start,
+    # {"step", "flops", "threads", "cpu"}, and per stage the seconds spent on each step phase
+    peaks: list = field(default_factory=list)
+    phase_s: list = field(default_factory=list)
 
     @property
     def passed(self) -> int:
@@ -128,6 +133,9 @@ def training_record(
         # the TRUE training length: the longest context of a stage the model passed (0: none)
         "train_len": stages[st.passed - 1].longest if st.passed else 0,
         "curve": st.curve,
+        # per stage: tokens/s, cost-model FLOPs per token, GFLOP/s, fraction of the calibrated peak, phase shares
+        "stage_rates": stage_rates(cfg, design, stages, st.curve, st.peaks, st.phase_s),
+        "peaks": st.peaks,
         "config": {
             "model": config_dict(cfg.model),
             "design": config_dict(design),

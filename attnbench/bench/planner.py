@@ -74,6 +74,15 @@ def step_seconds(
     return 3 * fwd if train else fwd
 
 
+def train_flops(model_cfg, design_cfg, *, batch: int, seq_len: int, answers: int) -> float:
+    """FLOPs of one training step of `batch` rows: 3x the forward of every layer (the fused
+    implementation's count: the algorithm's FLOPs, none of a reference's extra passes) plus the
+    output head at the `answers` positions the loss reads (train.answer_logits)."""
+    arch = from_model(model_cfg, design_cfg)
+    layers = costmodel.model_cost(arch, "prefill", seq_len, batch=batch, dtype="float32", impl="fused", moe=_moe(model_cfg)).flops
+    return 3 * (layers + 2 * answers * model_cfg.d_model * model_cfg.vocab_size)
+
+
 def prefill_seconds(model_cfg, design_cfg, hw, *, batch: int = 1, n: int, dtype: str = "float32", impl: str = "reference") -> float:
     return forward_cost(model_cfg, design_cfg, "prefill", n, batch=batch, dtype=dtype, impl=impl).seconds(hw, dtype)
 

@@ -74,7 +74,9 @@ class MoE(nn.Module):
         weight_NK, expert_NK = probs_NE.topk(self.K, dim=-1)
         weight_NK = weight_NK / weight_NK.sum(-1, keepdim=True)
         y_NC, counts_E = self.dispatch(x_NC, weight_NK, expert_NK)
-        routing = GLOBAL_ROUTING.get()
+        # (Dynamo cannot trace ContextVar.get: a compiled step, attnbench/train_step.py, is only
+        # ever built for whole batches, where no routing is set)
+        routing = None if torch.compiler.is_compiling() else GLOBAL_ROUTING.get()
         if routing is None:  # the whole batch is here
             routed_E = counts_E.to(x.dtype) / expert_NK.numel()
             balance = self.E * (routed_E * probs_NE.mean(0)).sum()
@@ -82,20 +84,38 @@ class MoE(nn.Module):
             balance = routing.balance(self.layer, expert_NK, probs_NE)
         return y_NC.view_as(x), balance
 
-    # Each expert's rows depend on the routing (data-dependent shapes): a compiled prefill
-    # (Model.compile_prefill) runs this part eagerly between its compiled graphs.
-    @torch.compiler.disable
     def dispatch(self, x_NC: torch.Tensor, weight_NK: torch.Tensor, expert_NK: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """-> (y_NC, the assignments per expert (E,) int64): sum_k weight_NK * expert_{expert_NK}(x_NC).
 
         The N K assignments sorted by expert (stable: token order inside an expert), one gather
-        of their rows, each expert's two matmuls on its slice, written in place, and one index_add
-        in that order, so a token's K contributions are summed in expert order. Every buffer has
-        the same size at every call (N K rows), whatever the routing: per-expert buffers of
-        n_e rows, a different size at each prefill chunk, split glibc's freed blocks into
-        pieces too small to reuse, and the heap grew with every chunk of a long prefill
-        (experiments/cpu_speedups, cases heap_growth and moe_fixed_buffers).
+        of their rows, each expert's two matmuls on its slice, and one index_add in that order,
+        so a token's K contributions are summed in expert order. Every buffer has the same size
+        at every call (N K rows), whatever the routing: per-expert buffers of n_e rows, a
+        different size at each prefill chunk, split glibc's freed blocks into pieces too small to
+        reuse, and the heap grew with every chunk of a long prefill (experiments/cpu_speedups,
+        cases heap_growth and moe_fixed_buffers). Where ``grouped`` holds (fp32 on the CPU) the
+        matmuls of all experts are one grouped GEMM each (``grouped_mm``), which also has no
+        data-dependent Python (the compiled train step traces it: attnbench/train_step.py).
         """
+        return self.dispatch_grouped(x_NC, weight_NK, expert_NK) if grouped(x_NC) else self.dispatch_loop(x_NC, weight_NK, expert_NK)
+
+    def dispatch_grouped(self, x_NC: torch.Tensor, weight_NK: torch.Tensor, expert_NK: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """dispatch with one grouped GEMM for the up and one for the down projection of all experts."""
+        N, K = expert_NK.shape
+        expert_A = expert_NK.flatten()  # A = N K assignments, token-major
+        order_A = expert_A.argsort(stable=True)  # grouped by expert, token order inside each
+        counts_E = torch.zeros(self.E, dtype=torch.int64, device=x_NC.device).scatter_add_(0, expert_A, torch.ones_like(expert_A))
+        offs_E = counts_E.cumsum(0).to(torch.int32)  # end row of each expert's group
+        token_A = order_A // K
+        hidden_AF = F.gelu(grouped_mm(x_NC.index_select(0, token_A), self.w_up_EFC.transpose(1, 2), offs_E))
+        out_AC = grouped_mm(hidden_AF, self.w_down_ECF.transpose(1, 2), offs_E) * weight_NK.flatten()[order_A][:, None]
+        return torch.zeros_like(x_NC).index_add_(0, token_A, out_AC), counts_E
+
+    # Each expert's rows depend on the routing (data-dependent shapes): a compiled graph
+    # (Model.compile_prefill, attnbench/train_step.py) runs this loop eagerly between its parts.
+    @torch.compiler.disable
+    def dispatch_loop(self, x_NC: torch.Tensor, weight_NK: torch.Tensor, expert_NK: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """dispatch with a Python loop over the experts' slices (any dtype and device)."""
         N, K = expert_NK.shape
         expert_A = expert_NK.flatten()  # A = N K assignments, token-major
         order_A = expert_A.argsort(stable=True)  # grouped by expert, token order inside each
@@ -106,6 +126,57 @@ class MoE(nn.Module):
         hidden_AF = F.gelu(_per_expert(x_NC.index_select(0, token_A), self.w_up_EFC, spans))
         out_AC = _per_expert(hidden_AF, self.w_down_ECF, spans) * weight_NK.flatten()[order_A][:, None]
         return torch.zeros_like(x_NC).index_add_(0, token_A, out_AC), counts_E
+
+
+def grouped(x: torch.Tensor) -> bool:
+    """Whether MoE.dispatch takes the grouped GEMM: fp32 on the CPU, where torch._grouped_mm runs
+    and was checked (tests/test_model.py); everything else (float64 truths, CUDA under autocast) loops."""
+    return GROUPED_MM and x.device.type == "cpu" and x.dtype == torch.float32
+
+
+GROUPED_MM = True  # False: every dispatch loops over the experts (the eager reference of tests/test_train_speed.py)
+
+
+# torch._grouped_mm computes fp32 on the CPU, but its fake-tensor rule accepts only bf16, so
+# torch.compile could not trace it; as a custom op with its own fake and backward, the compiled
+# train step keeps the whole MoE in its graph. (torch's own autograd formula for it is the same
+# two grouped GEMMs as _grouped_mm_backward below.)
+@torch.library.custom_op("attnbench::grouped_mm", mutates_args=())
+def grouped_mm(x_AI: torch.Tensor, w_EIO: torch.Tensor, offs_E: torch.Tensor) -> torch.Tensor:
+    """(A, O): the rows of group e (offs_E[e - 1] .. offs_E[e] - 1, offs_E int32 ends) times w_EIO[e] (I, O)."""
+    return torch._grouped_mm(x_AI, w_EIO, offs=offs_E)
+
+
+@grouped_mm.register_fake
+def _grouped_mm_fake(x_AI, w_EIO, offs_E):
+    return x_AI.new_empty(x_AI.shape[0], w_EIO.shape[2])
+
+
+@torch.library.custom_op("attnbench::grouped_mm_weight_grad", mutates_args=())
+def grouped_mm_weight_grad(x_AI: torch.Tensor, g_AO: torch.Tensor, offs_E: torch.Tensor) -> torch.Tensor:
+    """(E, I, O): for each group e, x_AI[group e]^T g_AO[group e] (zeros for an empty group)."""
+    return torch._grouped_mm(x_AI.t(), g_AO, offs=offs_E)
+
+
+@grouped_mm_weight_grad.register_fake
+def _grouped_mm_weight_grad_fake(x_AI, g_AO, offs_E):
+    return x_AI.new_empty(offs_E.shape[0], x_AI.shape[1], g_AO.shape[1])
+
+
+def _grouped_mm_setup(ctx, inputs, output):
+    x_AI, w_EIO, offs_E = inputs
+    ctx.save_for_backward(x_AI, w_EIO, offs_E)
+
+
+def _grouped_mm_backward(ctx, g_AO):
+    x_AI, w_EIO, offs_E = ctx.saved_tensors
+    g_AO = g_AO.contiguous()
+    g_x = grouped_mm(g_AO, w_EIO.transpose(1, 2), offs_E) if ctx.needs_input_grad[0] else None
+    g_w = grouped_mm_weight_grad(x_AI, g_AO, offs_E) if ctx.needs_input_grad[1] else None
+    return g_x, g_w, None
+
+
+grouped_mm.register_autograd(_grouped_mm_backward, setup_context=_grouped_mm_setup)
 
 
 def _per_expert(x_AI: torch.Tensor, w_EOI: torch.Tensor, spans: list[tuple[int, int, int]]) -> torch.Tensor:
