@@ -142,7 +142,6 @@ class TrainConfig:
     budget: str = "6h"  # wall-clock safety net per design (status "budget"); not part of the rule
     force: bool = False  # retrain even if a cached or shipped checkpoint matches
     compile: bool = True  # the step's loss through torch.compile, a graph per batch shape (attnbench/train_step.py; CPU, one process)
-    compile: bool = True  # the step's loss through torch.compile, a graph per batch shape (attnbench/train_step.py; CPU, one process)
     stages: List[StageConfig] = field(default_factory=default_stages)
     max_len: int = 0  # > 0: the last stage's lengths run up to this context (the GPU presets: 2048); 0: its own
     # Distributed training (attnbench/distributed.py; README "Beyond one machine"). `batch` and
