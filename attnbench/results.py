@@ -53,6 +53,9 @@ METRICS = {
     "train/loss": "nats; step, tokens",  # training curve points
     "train/steps_to_floor": "steps (None if the floor was not reached); steps, tokens, wall_s, floor, reached (bool), "
     "rule {name, token_budget, patience, floor, advance_at}, train_len (longest stage passed), stop_reason, source, copied_at",
+    "train/stage_rate": "tokens/s of a curriculum stage's steps; stage, lengths, steps, tokens, seconds, flops_per_token (cost model, "
+    "forward + backward), gflops, fraction_of_peak (of the fp32 matmul peak calibrated at the training's start; null if none), "
+    "peak_gflops, threads, cpu, shares {data, forward, backward, optimizer}, compile_s",
     "train/acc": "fraction; task, context_len (the training length), n, ci_low, ci_high (also per hops for multihop)",
     "niah/acc": "fraction; task (niah_single|_multikey|_multivalue|_multiquery), context_len, depth, n, ci_low, ci_high, train_len",
     "multihop/acc": "fraction; hop_task (chain|vartrack), hops, scoring (final value), context_len, n, ci_low, ci_high, train_len",

@@ -128,6 +128,8 @@ def record_training(ctx, cell, name: str, trained) -> None:
         time=facts["time"],
         **common,
     )
+    for rate in stage_rates_of(trained):
+        cell.record(name, "train/stage_rate", rate["tokens_s"], "tokens/s", status, time=facts["time"], **rate, **common)
     for part, n in r["params"].items():
         cell.record(name, f"params/{part}", n, "count", "measured", time=facts["time"], **common)
     for point in r["curve"]:
@@ -144,6 +146,22 @@ def record_training(ctx, cell, name: str, trained) -> None:
             time=point.get("time"),
             **common,
         )
+
+
+def stage_rates_of(trained) -> list[dict]:
+    """The record's per-stage rates (attnbench.train_rate); for a model trained before they were
+    written, from its curve and config (no calibrated peak then: fraction_of_peak null), saying so."""
+    r = trained.record
+    if "stage_rates" in r:
+        return [{**row, "rates_from": "record"} for row in r["stage_rates"]]
+    from omegaconf import OmegaConf
+
+    from attnbench.tasks.batches import Stage
+    from attnbench.train_rate import stage_rates
+
+    conf = OmegaConf.create(r["config"])
+    stages = [Stage(**dict(s)) for s in r["config"]["train"]["stages"]]
+    return [{**row, "rates_from": "curve (no calibration)"} for row in stage_rates(conf, conf.design, stages, r["curve"])]
 
 
 def run(ctx) -> None:

@@ -258,6 +258,8 @@ def training(df: pd.DataFrame, headers: list[dict]) -> pd.DataFrame:
                 steps = _old_steps(df, name, r.get("tokens"))
         stage = f"{int(r['final_stage'])}/{int(r['n_stages'])}" if pd.notna(r.get("final_stage")) and pd.notna(r.get("n_stages")) else ""
         chain = chain_tokens(df, exp, name, _get(configs.get(r["run_dir"], {}), "train.stages", []) or [], r.get("tokens"))
+        rates = df[(df["metric"] == "train/stage_rate") & (df["exp"] == exp) & (df["design"] == name)]
+        last = rates.sort_values("stage").iloc[-1] if not rates.empty else None  # the last stage it trained on
         rows.append(
             {
                 "exp": exp,
@@ -272,6 +274,7 @@ def training(df: pd.DataFrame, headers: list[dict]) -> pd.DataFrame:
                 "stage": stage,
                 "source": r.get("source") if isinstance(r.get("source"), str) else str(r.get("note") or ""),
                 "chain_tokens": chain,
+                "rate": None if last is None else {k: last.get(k) for k in ("stage", "v", "gflops", "fraction_of_peak", "threads")},
             }
         )
     return pd.DataFrame(
@@ -289,6 +292,7 @@ def training(df: pd.DataFrame, headers: list[dict]) -> pd.DataFrame:
             "stage",
             "source",
             "chain_tokens",
+            "rate",
         ],
     )
 

@@ -430,3 +430,64 @@ def cpu_prefill_chunks(data: RunData) -> pd.DataFrame:
             }
         )
     return pd.DataFrame(rows)
+
+
+# ---------------------------------------------------------------- train_speed
+
+
+@table("train_speed/speedups")
+def train_speedups(data: RunData) -> pd.DataFrame:
+    """experiments/train_speed/measure.py: old / new seconds of a training call (steps at each
+    of a stage's lengths), alternating in one process; the new path's rate against the peak."""
+    d = metric(data.records, "speedup/train_step")
+    rows = []
+    for _, r in d.iterrows():
+        rows.append(
+            {
+                "design": r["design"],
+                "stage": f"{r['stage']:.0f}",
+                "lengths": ", ".join(fmt_len(n) for n in r["lengths"]),
+                "steps a call": f"{r['steps_per_call']:.0f}",
+                "threads": f"{r['threads']:.0f}",
+                "old tokens/s": f"{r['old_tokens_s']:,.0f}",
+                "new tokens/s": f"{r['new_tokens_s']:,.0f}",
+                "speedup (median of pairs)": f"{r['v']:.2f}x",
+                "pairs (min–max)": f"{r['ratio_min']:.2f}–{r['ratio_max']:.2f}",
+                "MFLOP a token (cost model)": f"{r['flops_per_token'] / 1e6:.2f}",
+                "old / new % of peak": f"{100 * r['old_fraction_of_peak']:.0f} / {100 * r['new_fraction_of_peak']:.0f}",
+                "peak (GFLOP/s)": f"{r['peak_gflops']:.0f}",
+                "calls": f"{r['calls']:.0f}",
+                "load (1 min)": f"{r['load_before']:.2f}–{r['load_after']:.2f}",
+                "CPU": r.get("cpu") or "",
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+@table("train_speed/stage_rates")
+def train_stage_rates(data: RunData) -> pd.DataFrame:
+    """experiments/train_speed/rates.py: each shipped model's training rate per curriculum stage
+    (copied from its record.json, or computed from its curve for models trained before)."""
+    d = metric(data.records, "train/stage_rate")
+    rows = []
+    for _, r in d.iterrows():
+        frac = r.get("fraction_of_peak")
+        shares = r.get("shares") if isinstance(r.get("shares"), dict) else {}
+        rows.append(
+            {
+                "model": r["model"],
+                "seed": f"{r['seed']:.0f}",
+                "stage": f"{r['stage']:.0f}",
+                "lengths": ", ".join(fmt_len(n) for n in r["lengths"]),
+                "steps": f"{r['steps']:.0f}",
+                "tokens/s": f"{r['v']:,.0f}",
+                "GFLOP/s": f"{r['gflops']:.1f}",
+                "% of peak": "—" if frac is None or pd.isna(frac) else f"{100 * frac:.0f}",
+                "data / fwd / bwd / opt %": " / ".join(f"{100 * shares[k]:.0f}" for k in ("data", "forward", "backward", "optimizer"))
+                if shares
+                else "—",
+                "threads": "—" if pd.isna(r.get("record_threads")) else f"{r['record_threads']:.0f}",
+                "rates from": r["rates_from"],
+            }
+        )
+    return pd.DataFrame(rows)

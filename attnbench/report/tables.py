@@ -376,13 +376,19 @@ def training_table(train: pd.DataFrame) -> Table | None:
         ("", "status"),
         ("", "stop reason"),
         ("", "rule"),
+        ("last stage", "tokens/s"),
+        ("last stage", "GFLOP/s"),
+        ("last stage", "% of peak"),
         ("", "source"),
     ]
     table = Table(
         "training",
         cols,
         note="Copied from each checkpoint's record.json (source). Trained to: the longest "
-        "context of a curriculum stage the model passed (0: none).",
+        "context of a curriculum stage the model passed (0: none). Last stage: the rate of the last "
+        "curriculum stage it trained on (train/stage_rate), GFLOP/s by the cost model's FLOPs of a "
+        "training token, % of the fp32 matmul peak calibrated when it trained (— for models trained "
+        "before that was recorded).",
     )
     several = "exp" in train and train["exp"].nunique() > 1  # the same design's models of different experiments
     for _, t in train.iterrows():
@@ -397,10 +403,24 @@ def training_table(train: pd.DataFrame) -> Table | None:
                 Cell(str(t["status"])),
                 Cell(str(t["stop_reason"])),
                 Cell(rule_text(rule) or "—"),
+                *_rate_cells(t.get("rate")),
                 Cell(str(t["source"])),
             ]
         )
     return table
+
+
+def _rate_cells(rate) -> list[Cell]:
+    """tokens/s, GFLOP/s and % of peak of a training's last stage (train/stage_rate), or dashes."""
+    if not isinstance(rate, dict) or rate.get("v") is None:
+        return [Cell("—")] * 3
+    frac = rate.get("fraction_of_peak")
+    known = frac is not None and not pd.isna(frac)
+    return [
+        Cell(f"{float(rate['v']):,.0f}"),
+        Cell(f"{float(rate['gflops']):.1f}" if rate.get("gflops") is not None else "—"),
+        Cell(f"{100 * float(frac):.0f}" if known else "—"),
+    ]
 
 
 def presets_table(df: pd.DataFrame) -> Table | None:
