@@ -62,3 +62,52 @@ def find(design: str, key: str) -> Path | None:
 def work_dir(design: str, key: str) -> Path:
     """Where training writes (partial checkpoints, then the final one)."""
     return cache_root() / "checkpoints" / folder_name(design, key)
+
+
+def shipped_partial(design: str, key: str) -> Path | None:
+    """A partial checkpoint shipped in attnbench/trained/ (a training a sitting could not finish,
+    ``ship``ped so that the next one resumes it on a fresh machine): its partial.pt, if any.
+    Such a folder has no final.pt, so ``find`` never returns it and nothing evaluates it."""
+    path = SHIPPED / folder_name(design, key) / "partial.pt"
+    return path if path.exists() and not (path.parent / "final.pt").exists() else None
+
+
+def ship(folder: Path, into: Path | None = None) -> Path:
+    """Copy a checkpoint folder of the cache into attnbench/trained/ (or ``into``): a finished one
+    (final.pt, record.json, train.log), else its partial.pt with a record.json that says
+    ``status: partial`` (steps, tokens, stage, wall time so far) and train.log."""
+    import shutil
+
+    dest = (into or SHIPPED) / folder.name
+    dest.mkdir(parents=True, exist_ok=True)
+    if (folder / "final.pt").exists() and (folder / "record.json").exists():
+        names = ["final.pt", "record.json", "train.log"]
+        (dest / "partial.pt").unlink(missing_ok=True)
+    elif (folder / "partial.pt").exists():
+        saved = torch.load(folder / "partial.pt", map_location="cpu", weights_only=False)
+        st = saved["state"]
+        design, _, key = folder.name.rpartition("-")
+        record = {
+            "design": design,
+            "key": key,
+            "status": "partial",
+            "note": "a training stopped before its end and shipped to be resumed (python -m attnbench +exp=train design=... resumes it); never evaluated",
+            **{k: st.get(k) for k in ("step", "stage", "tokens", "wall_s", "stage_starts", "peaks")},
+        }
+        save_json(dest / "record.json", record)
+        names = ["partial.pt", "train.log"]
+    else:
+        raise FileNotFoundError(f"{folder}: neither final.pt + record.json nor partial.pt")
+    for name in names:
+        if (folder / name).exists():
+            shutil.copy2(folder / name, dest / name)
+    return dest
+
+
+if __name__ == "__main__":  # python -m attnbench.checkpoints ship <cache folder> ...
+    import sys
+
+    if len(sys.argv) < 3 or sys.argv[1] != "ship":
+        sys.exit("usage: python -m attnbench.checkpoints ship <checkpoint folder> [<folder> ...]")
+    for arg in sys.argv[2:]:
+        print(ship(Path(arg)))

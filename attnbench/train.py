@@ -424,8 +424,10 @@ def _train(cfg, design_name: str, device, *, key: str | None, backends: dict[str
 def starting_point(cfg, design_name: str, partial: Path) -> tuple[TrainState, dict | None, dict | None]:
     """Where training starts: (state, weights, optimiser state) of its partial checkpoint, a
     shorter curriculum's finished model (prefix_model), or scratch (TrainState(), None, None)."""
-    if partial.exists() and not cfg.train.force:
-        saved = torch.load(partial, map_location="cpu", weights_only=False)
+    shipped = checkpoints.shipped_partial(design_name, partial.parent.name.rpartition("-")[2])
+    if (partial.exists() or shipped is not None) and not cfg.train.force:
+        # the cache's own partial checkpoint, else one shipped in attnbench/trained/ by an earlier sitting
+        saved = torch.load(partial if partial.exists() else shipped, map_location="cpu", weights_only=False)
         st = TrainState(**saved["state"])
         if st.status != "failed":
             st.status = "running"  # stopped by a limit that may have been raised since

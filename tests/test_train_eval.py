@@ -316,3 +316,41 @@ def test_the_chain_curriculum_extends_the_needle_curriculum_with_composition_ste
     assert seen == {1, 2, 3, 4}  # every hop count is drawn
     # the multihop models continue from the needle models (shipped ones included)
     assert prefix_model(chain, "softmax") is None or prefix_model(chain, "softmax")[2] == n
+
+
+def test_a_shipped_partial_checkpoint_resumes_on_a_fresh_machine_and_is_never_evaluated(cache, tmp_path, monkeypatch):
+    """checkpoints.ship of a partial training: its partial.pt and a record marked partial go into
+    attnbench/trained/; with an empty cache, the next training resumes from it (the same weights as
+    an uninterrupted run), while checkpoints.find (what evaluation loads) ignores it."""
+    import shutil
+
+    import attnbench.train as T
+
+    cfg = compose_cfg(["+exp=train", *TINY, "train.max_steps=40"])
+    key = checkpoint_key(cfg, "softmax")
+    real, calls = T.task_loss, {"n": 0}
+
+    def dies(*a, **k):
+        calls["n"] += 1
+        if calls["n"] == 25:
+            raise KeyboardInterrupt
+        return real(*a, **k)
+
+    monkeypatch.setattr(T, "task_loss", dies)
+    with pytest.raises(KeyboardInterrupt):
+        train(cfg, "softmax", torch.device("cpu"))
+    monkeypatch.setattr(T, "task_loss", real)
+    shipped = checkpoints.ship(checkpoints.work_dir("softmax", key))
+    assert shipped.parent == checkpoints.SHIPPED and (shipped / "partial.pt").exists()
+    assert json.loads((shipped / "record.json").read_text())["status"] == "partial"
+    assert checkpoints.find("softmax", key) is None  # nothing evaluates a partial model
+    shutil.rmtree(cache)  # a fresh machine: only what the repository ships
+    resumed = train(cfg, "softmax", torch.device("cpu"))
+    fresh = train(compose_cfg(["+exp=train", *TINY, "train.max_steps=40", "train.force=true"]), "softmax", torch.device("cpu"))
+    assert resumed.record["steps"] == fresh.record["steps"] == 40
+    assert resumed.record["curve"][0]["step"] == 0  # the shipped partial's curve carried on
+    for a, b in zip(resumed.model.state_dict().values(), fresh.model.state_dict().values()):
+        assert torch.equal(a, b)
+    assert checkpoints.ship(checkpoints.work_dir("softmax", key)) == shipped  # finished now: final.pt replaces partial.pt
+    assert (shipped / "final.pt").exists() and not (shipped / "partial.pt").exists()
+    assert checkpoints.find("softmax", key) == shipped
