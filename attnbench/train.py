@@ -59,7 +59,7 @@ def checkpoint_key(cfg, design: str) -> str:
     train = execution_free(config_dict(cfg.train))
     # Limits that only decide when to stop (not what a step does) are not part of the key: a
     # run stopped by them resumes from its partial checkpoint when they are raised.
-    for k in ("force", "budget", "patience", "token_budget", "checkpoint_every", "log_every"):
+    for k in ("force", "budget", "patience", "token_budget", "chain_token_budget", "checkpoint_every", "log_every"):
         train.pop(k, None)
     return stable_hash(
         {
@@ -159,6 +159,7 @@ def lookup(cfg, design_name: str, key: str) -> tuple[Path | None, dict | None, b
         record["status"] == "budget"
         or (record["status"] == "stalled" and limits["patience"] < cfg.train.patience)
         or (record["status"] == "tokens" and limits.get("token_budget", 0) < cfg.train.token_budget)
+        or (record["status"] == "chain_tokens" and limits.get("chain_token_budget", 0) < cfg.train.chain_token_budget)
     )
     return found, record, stopped_early and (checkpoints.work_dir(design_name, key) / "partial.pt").exists()
 
@@ -341,6 +342,8 @@ def _train(cfg, design_name: str, device, *, key: str | None, backends: dict[str
         log.info(f"continues {st.continued_from} (its first {len(st.stage_starts) - 1} stages) from step {st.step}")
     try:
         while st.step < tc.max_steps and st.status == "running":
+            if stages[st.stage].hops and st.chain_from_tokens is None:
+                st.chain_from_tokens = st.tokens  # the first chain stage begins: its budget counts from here
             reason = stop_reason(st, tc, par.agree(time.perf_counter() - start), budget)
             if reason:
                 st.status = reason
@@ -424,10 +427,10 @@ def _train(cfg, design_name: str, device, *, key: str | None, backends: dict[str
 def starting_point(cfg, design_name: str, partial: Path) -> tuple[TrainState, dict | None, dict | None]:
     """Where training starts: (state, weights, optimiser state) of its partial checkpoint, a
     shorter curriculum's finished model (prefix_model), or scratch (TrainState(), None, None)."""
-    shipped = checkpoints.shipped_partial(design_name, partial.parent.name.rpartition("-")[2])
-    if (partial.exists() or shipped is not None) and not cfg.train.force:
-        # the cache's own partial checkpoint, else one shipped in attnbench/trained/ by an earlier sitting
-        saved = torch.load(partial if partial.exists() else shipped, map_location="cpu", weights_only=False)
+    # the cache's own partial checkpoint, else one shipped in attnbench/trained/ by an earlier sitting
+    source = partial if partial.exists() else checkpoints.shipped_partial(design_name, partial.parent.name.rpartition("-")[2])
+    if source is not None and not cfg.train.force:
+        saved = torch.load(source, map_location="cpu", weights_only=False)
         st = TrainState(**saved["state"])
         if st.status != "failed":
             st.status = "running"  # stopped by a limit that may have been raised since

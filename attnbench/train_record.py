@@ -31,6 +31,8 @@ def rule_of(tc) -> dict:
         "tokens_per_step": int(tc.tokens_per_step),
         "lr": float(tc.lr),
         "batch": int(tc.batch),
+        # only where set, so the rule of every model trained before it existed reads the same
+        **({"chain_token_budget": int(tc.chain_token_budget)} if tc.get("chain_token_budget", 0) else {}),
     }
 
 
@@ -44,7 +46,7 @@ class TrainState:
     wall_s: float = 0.0
     curve: list = field(default_factory=list)  # every log_every steps: step, loss, acc, stage, tokens, wall_s
     stage_starts: list = field(default_factory=lambda: [0])  # step at which each stage was entered
-    status: str = "running"  # done | stalled | tokens | budget | max_steps | failed
+    status: str = "running"  # done | stalled | tokens | chain_tokens | budget | max_steps | failed
     reached_floor: bool = False
     warm_from: int = 0  # the lr warms up again from here (a run continued from a shorter curriculum)
     continued_from: str | None = None  # checkpoint key of that shorter curriculum's model
@@ -54,6 +56,7 @@ class TrainState:
     # {"step", "flops", "threads", "cpu"}, and per stage the seconds spent on each step phase
     peaks: list = field(default_factory=list)
     phase_s: list = field(default_factory=list)
+    chain_from_tokens: int | None = None  # tokens when the first chain stage (hops > 0) began (train.chain_token_budget)
 
     @property
     def passed(self) -> int:
@@ -76,6 +79,8 @@ def stop_reason(st: TrainState, tc, elapsed: float, budget: float) -> str | None
     """Why training stops before this step, by the rule (None: go on)."""
     if st.tokens >= tc.token_budget:
         return "tokens"
+    if tc.get("chain_token_budget", 0) and st.chain_from_tokens is not None and st.tokens - st.chain_from_tokens >= tc.chain_token_budget:
+        return "chain_tokens"  # the chain stages' own budget, counted from the first of them
     if st.step - st.stage_starts[-1] >= tc.patience:
         return "stalled"  # no stage passed in `patience` steps: record it, stop spending CPU
     if elapsed > budget:

@@ -17,7 +17,8 @@ from attnbench.model import Model
 from attnbench.tasks.batches import IGNORE, Stage, mqar_batch
 from attnbench.tasks.generate import niah
 from attnbench.tasks.levels import batch_levels
-from attnbench.train import checkpoint_key, get_model, train, vocab_of
+from attnbench.train import checkpoint_key, get_model, rows_of, train, vocab_of
+from attnbench.train_record import rule_of
 
 from helpers import TINY_BACKBONE, TINY_STAGE, TINY_TASK, compose_cfg
 
@@ -354,3 +355,23 @@ def test_a_shipped_partial_checkpoint_resumes_on_a_fresh_machine_and_is_never_ev
     assert checkpoints.ship(checkpoints.work_dir("softmax", key)) == shipped  # finished now: final.pt replaces partial.pt
     assert (shipped / "final.pt").exists() and not (shipped / "partial.pt").exists()
     assert checkpoints.find("softmax", key) == shipped
+
+
+def test_the_chain_stages_have_their_own_token_budget_counted_from_the_first_chain_stage(cache):
+    """train.chain_token_budget stops training once the tokens spent since the first chain stage
+    (hops > 0) reach it, whatever the needle stages before it cost; the record's rule carries it."""
+    easy = ["train.advance_at=0.0", "train.window=1", "train.floor=1.0", "train.max_steps=200", "train.checkpoint_every=5"]
+    a = "{n_keys: 8, n_values: 8, n_filler: 8, n_pairs: 2, context_len: 12, n_queries: 2}"
+    b = "{n_keys: 8, n_values: 8, n_filler: 8, n_pairs: 2, context_len: 16, n_queries: 1, hops: 2}"
+    cfg = compose_cfg(
+        ["+exp=train", *TINY, *easy, f"train.stages=[{a},{b}]", "train.chain_token_budget=5000", "train.token_budget=10000000"]
+    )
+    r = train(cfg, "softmax", torch.device("cpu")).record
+    assert r["status"] == "chain_tokens" and r["rule"]["chain_token_budget"] == 5000
+    sa, sb = (Stage(**OmegaConf.to_container(s)) for s in cfg.train.stages)
+    per_step = [rows_of(cfg.train, s.seq_len) * s.seq_len for s in (sa, sb)]  # tokens of a needle step, a chain step
+    needle_tokens = r["stage_starts"][1] * per_step[0]
+    assert r["stage_starts"][1] > 0 and 5000 <= r["tokens"] - needle_tokens < 5000 + per_step[1]
+    unset = compose_cfg(["+exp=train", *TINY])
+    assert "chain_token_budget" not in rule_of(unset.train)  # the rule of models trained before it reads the same
+    assert checkpoint_key(cfg, "softmax") == checkpoint_key(compose_cfg(["+exp=train", *TINY, *easy, f"train.stages=[{a},{b}]"]), "softmax")

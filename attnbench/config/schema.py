@@ -39,7 +39,7 @@ from .choices import (
 TRAIN_EXECUTION = ("parallel", "micro_batch", "collective_timeout", "compile")
 # TrainConfig fields added after checkpoints were keyed, whose default reproduces the old
 # behaviour: out of keys and hashes while at that default (shipped checkpoints stay valid).
-TRAIN_ADDED_AT_DEFAULT = {"max_len": 0}
+TRAIN_ADDED_AT_DEFAULT = {"max_len": 0, "chain_token_budget": 0}
 STAGE_ADDED_AT_DEFAULT = {"hops": 0}  # stage fields added later: left out of keys at their default
 
 
@@ -137,6 +137,9 @@ class TrainConfig:
     window: int = 25  # steps in the rolling accuracy
     patience: int = 5000  # stop when no stage was passed for this many steps (status "stalled")
     token_budget: int = 40_000_000  # stop after this many training tokens (status "tokens")
+    # > 0: stop after this many tokens counted from the first chain stage (hops > 0; status
+    # "chain_tokens"), the same for every design whatever its needle stages cost; 0: none
+    chain_token_budget: int = 0
     checkpoint_every: int = 100
     log_every: int = 10
     budget: str = "6h"  # wall-clock safety net per design (status "budget"); not part of the rule
@@ -406,6 +409,7 @@ RANGES: dict[str, dict[str, Range]] = {
         "max_steps": COUNT,
         "batch": COUNT,
         "tokens_per_step": COUNT,
+        "chain_token_budget": NONNEG,
         "lr": POS,
         "min_lr_ratio": FRACTION,
         "warmup": NONNEG,

@@ -21,6 +21,7 @@ STOP_REASONS = {  # what a record's status means, for records that do not say wh
     "stalled": "passed no stage for {patience} steps (patience)",
     "budget": "hit its wall-clock budget ({budget})",
     "tokens": "spent its token budget",
+    "chain_tokens": "spent its chain stages' token budget (counted from the first chain stage)",
     "max_steps": "hit train.max_steps",
     "failed": "failed: {failure}",
 }
