@@ -120,3 +120,31 @@ def test_a_cell_runs_whole_or_not_at_all():
     assert runs_now(100.0, 0, [0, 1], 500.0, ("h8", 4194304), given_up)  # 2 x 100 s fit
     assert not runs_now(100.0, 1, [1], 50.0, ("h8", 4194304), given_up)  # the time ran out after the first
     assert runs_now(200.0, 1, [1], 300.0, ("msa", 65536), set())  # resumed at haystack 1: only what is left counts
+
+
+def short_total(*names):
+    return sum(estimate(n, L, 0, {}).seconds * 6 for n in names for L in LENGTHS[:3])
+
+
+def test_a_compile_is_charged_once_to_the_first_cell_that_needs_it():
+    def setup(name, L):
+        return 50.0 if name == "hybrid" and L >= 16 * K else 0.0
+
+    def plan(budget):
+        return cells(plan_grid(["hybrid", "softmax"], LENGTHS, [{}], estimate, haystacks, budget, 1e12, 16 * K, "test", setup=setup)[0])
+
+    short = [c for c in plan(short_total("hybrid", "softmax") + 49.0) if c[1] <= 16 * K]
+    assert len(short) == 5  # hybrid's first compiled cell carries the 50 s: one short cell lost
+    at_64k = estimate("hybrid", 64 * K, 0, {}).seconds * 2
+    got = plan(short_total("hybrid", "softmax") + 50.0 + at_64k + 0.01)
+    assert got[("hybrid", 16 * K)] == ["short"] * 6 and ("hybrid", 64 * K) in got  # charged once, not again at 64K
+
+
+def test_learned_designs_get_their_short_cells_before_a_design_that_did_not_learn():
+    budget = short_total("hybrid", "softmax") + estimate("lightning", K, 0, {}).seconds * 6 + 0.01
+    planned, skipped = plan_grid(
+        ["lightning", "hybrid", "softmax"], LENGTHS, [{}], estimate, haystacks, budget, 1e12, 16 * K, "test", frozenset({"lightning"})
+    )
+    got = cells(planned)
+    assert all(got.get((n, L)) == ["short"] * 6 for n in ("hybrid", "softmax") for L in LENGTHS[:3])
+    assert ("lightning", K) in got and ("lightning", 16 * K) not in got

@@ -8,10 +8,13 @@ Cells are resumable: a rerun of the same command skips every cell already record
 
 from __future__ import annotations
 
+import json
+import math
 import os
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable
 
 import numpy as np
@@ -54,12 +57,85 @@ def check_len(record: dict, cfg) -> int:
     return training_facts(record)["train_len"] or int(cfg.train.stages[0].context_len)
 
 
+CHECKS_FILE = "checks.json"  # beside a checkpoint: its training-length checks, keyed (stored_checks)
+CHECKS_FORMAT = 1  # bump when the checks' computation changes: every stored file is then recomputed
+
+
+def checks_key(cfg, trained, grid: Grid | None) -> str:
+    """What decides a checkpoint's training-length checks: the checkpoint (its key), the probes'
+    generator settings and count, and the experiment's task (none of the run's budget or speed)."""
+    from attnbench.results import stable_hash
+
+    task = None if grid is None else {"task": grid.task, "groups": grid.groups, "params": grid.params, "fields": grid.fields}
+    return stable_hash(
+        {
+            "format": CHECKS_FORMAT,
+            "checkpoint": trained.record.get("key"),
+            "seed": cfg.seed,
+            "samples": cfg.eval.train_len_samples,
+            "at": check_len(trained.record, cfg),
+            "vocab": list(vocab_of(cfg).__dict__.values()),
+            "haystack": str(cfg.task.haystack),
+            "value_noise": cfg.task.value_noise,
+            "task": task,
+        }
+    )
+
+
+def checks_places(trained) -> tuple[Path, Path]:
+    """Where a checkpoint's checks are read from, in order: beside it, then the user cache."""
+    from attnbench.checkpoints import cache_root
+
+    folder = Path(trained.folder)
+    return folder / CHECKS_FILE, cache_root() / "checks" / f"{folder.name}.json"
+
+
+def stored_checks(trained, key: str) -> tuple[list[dict] | None, Path]:
+    """The checks stored for this checkpoint under ``key`` (None: none stored under that key),
+    and where they were found or are to be written. A shipped checkpoint's folder is read but
+    written only when ATTNBENCH_SHIP_CHECKS=1 (how the files shipped in attnbench/trained/ are
+    made: README there); runs write to the user cache, a trained checkpoint's beside it."""
+    from attnbench.checkpoints import SHIPPED
+
+    beside, cached = checks_places(trained)
+    for path in (beside, cached):
+        entries = _read_checks(path)
+        if key in entries:
+            return entries[key], path
+    shipped = Path(trained.folder).resolve().is_relative_to(SHIPPED.resolve())
+    return None, beside if (not shipped or os.environ.get("ATTNBENCH_SHIP_CHECKS") == "1") else cached
+
+
+def _read_checks(path: Path) -> dict[str, list[dict]]:
+    try:
+        stored = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    entries = stored.get("entries") if isinstance(stored, dict) and stored.get("format") == CHECKS_FORMAT else None
+    return {k: v for k, v in entries.items() if isinstance(v, list)} if isinstance(entries, dict) else {}
+
+
+def store_checks(path: Path, key: str, records: list[dict]) -> None:
+    """Add this key's checks to the file (other keys, other experiments' checks, are kept)."""
+    from attnbench.checkpoints import save_json
+
+    try:
+        save_json(path, {"format": CHECKS_FORMAT, "entries": {**_read_checks(path), key: records}})
+    except OSError:
+        pass  # a cache that cannot be written only costs the next run the checks again
+
+
 def prepare_models(ctx, grid: Grid | None = None) -> dict:
     """Get every design's model (trained once, then cached) and record training + the checks
     at its training length: single needles (``train/acc``, task niah_single) and, with
     ``grid``, the experiment's own task (``train/acc`` with the grid's task and group), each on
     ``eval.train_len_samples`` probes, with 95% Wilson intervals. Whether a model "learned the
-    task" is decided from these by the report (attnbench/report/learned.py)."""
+    task" is decided from these by the report (attnbench/report/learned.py).
+
+    The checks cannot change for a given checkpoint and settings, so they are stored beside the
+    checkpoint (``checks.json``, keyed by checks_key) and read back by every later run; they are
+    computed only when missing or stored under another key. Each record says which
+    (``checks``: computed | stored) and the seconds this run spent on them (``check_s``)."""
     cfg, models = ctx.cfg, {}
     vocab = vocab_of(cfg)
     for name in ctx.design_names:
@@ -69,51 +145,60 @@ def prepare_models(ctx, grid: Grid | None = None) -> dict:
         if cell.done:
             continue
         record_training(ctx, cell, name, trained)
-        train_len, at = training_facts(trained.record)["train_len"], check_len(trained.record, cfg)
-        where = "" if train_len else f" (it passed no curriculum stage: checked at the first stage's {at} tokens)"
-
-        def single(i, d):
-            return niah(_rng(cfg.seed, 7, i), vocab, at, "single", [float(d)], kind=cfg.task.haystack, value_noise=cfg.task.value_noise)[0]
-
-        checks: list[tuple[str, dict, Callable | None]] = [("niah_single", {}, None)] + (
-            [(grid.task, g, grid.make) for g in grid.groups] if grid else []
-        )
-        for c_i, (task, group, make) in enumerate(checks):
-            common = dict(
-                task=task,
-                context_len=at,
-                train_len=train_len,
-                dtype="float32",
-                **group,
-                **(grid.fields if grid is not None and make is not None else {}),
-            )
-            try:
-                if make is None:  # one needle per sample, at depths spread over the haystack
-                    samples = [single(i, d) for i, d in enumerate(np.linspace(0, 1, cfg.eval.train_len_samples))]
-                else:
-                    per = len(make(_rng(cfg.seed, 8, c_i, 0), at, group)[0].probes)
-                    samples = [s for i in range(-(-cfg.eval.train_len_samples // per)) for s in make(_rng(cfg.seed, 8, c_i, i), at, group)]
-            except ValueError as ex:  # the task does not fit in this length
-                cell.record(name, "train/acc", None, "fraction", "skipped", note=str(ex), **common)
-                continue
-            k, n = batch_accuracy(trained.model, samples, ctx.device)
-            lo, hi = wilson(k, n)
-            label = "single needle" if task == "niah_single" else f"{task} {group or ''}".strip()
-            cell.record(
-                name,
-                "train/acc",
-                k / n,
-                "fraction",
-                "measured",
-                n=n,
-                ci_low=lo,
-                ci_high=hi,
-                note=f"{label} at the training length{where}",
-                **common,
-            )
-            ctx.console.print(f"  {name}: {label} at the training length {at}: {k}/{n}")
+        began = time.perf_counter()
+        key = checks_key(cfg, trained, grid)
+        stored, where = stored_checks(trained, key)
+        if stored is not None:
+            for r in stored:
+                cell.record(name, r["metric"], r["value"], r["unit"], r["status"], **r["fields"], checks="stored", check_s=0.0)
+            ctx.console.print(f"  {name}: training-length checks read from {where} ({len(stored)} records)")
+            cell.commit()
+            continue
+        computed = list(_training_checks(ctx, name, trained, grid, vocab))
+        seconds = time.perf_counter() - began
+        for r in computed:
+            cell.record(name, r["metric"], r["value"], r["unit"], r["status"], **r["fields"], checks="computed", check_s=round(seconds, 2))
+        store_checks(where, key, computed)
         cell.commit()
     return models
+
+
+def _training_checks(ctx, name: str, trained, grid: Grid | None, vocab):
+    """The checks of prepare_models, as {metric, value, unit, status, fields} dicts."""
+    cfg = ctx.cfg
+    train_len, at = training_facts(trained.record)["train_len"], check_len(trained.record, cfg)
+    where = "" if train_len else f" (it passed no curriculum stage: checked at the first stage's {at} tokens)"
+
+    def single(i, d):
+        return niah(_rng(cfg.seed, 7, i), vocab, at, "single", [float(d)], kind=cfg.task.haystack, value_noise=cfg.task.value_noise)[0]
+
+    checks: list[tuple[str, dict, Callable | None]] = [("niah_single", {}, None)] + (
+        [(grid.task, g, grid.make) for g in grid.groups] if grid else []
+    )
+    for c_i, (task, group, make) in enumerate(checks):
+        common = dict(
+            task=task,
+            context_len=at,
+            train_len=train_len,
+            dtype="float32",
+            **group,
+            **(grid.fields if grid is not None and make is not None else {}),
+        )
+        try:
+            if make is None:  # one needle per sample, at depths spread over the haystack
+                samples = [single(i, d) for i, d in enumerate(np.linspace(0, 1, cfg.eval.train_len_samples))]
+            else:
+                per = len(make(_rng(cfg.seed, 8, c_i, 0), at, group)[0].probes)
+                samples = [s for i in range(-(-cfg.eval.train_len_samples // per)) for s in make(_rng(cfg.seed, 8, c_i, i), at, group)]
+        except ValueError as ex:  # the task does not fit in this length
+            yield dict(metric="train/acc", value=None, unit="fraction", status="skipped", fields={"note": str(ex), **common})
+            continue
+        k, n = batch_accuracy(trained.model, samples, ctx.device)
+        lo, hi = wilson(k, n)
+        label = "single needle" if task == "niah_single" else f"{task} {group or ''}".strip()
+        fields = dict(n=n, ci_low=lo, ci_high=hi, note=f"{label} at the training length{where}", **common)
+        yield dict(metric="train/acc", value=k / n, unit="fraction", status="measured", fields=fields)
+        ctx.console.print(f"  {name}: {label} at the training length {at}: {k}/{n}")
 
 
 def run_grid(ctx, grid: Grid) -> None:
@@ -125,8 +210,13 @@ def run_grid(ctx, grid: Grid) -> None:
     mem_cap = memory_allowed(cfg.eval.memory_fraction)
     lengths = sorted(cfg.eval.context_lens)
 
-    if cfg.eval.compile and COMPILE:  # ATTNBENCH_COMPILE=0 (the tests) keeps everything eager
-        compile_prefills(ctx, models)
+    compiling = bool(cfg.eval.compile and COMPILE)  # ATTNBENCH_COMPILE=0 (the tests) keeps everything eager
+
+    def compiles_at(name: str, L: int) -> bool:
+        """Whether a cell of L tokens runs compiled lightning blocks (compiled when its first such cell starts)."""
+        model = models[name].model
+        return compiling and "L" in model.layout[:-1] and L >= prefill_chunk(model, cfg.eval.chunk)
+
     ctx.console.print("calibrating prefill cost per design ...")
     cal = {
         name: measure_prefill(
@@ -138,6 +228,8 @@ def run_grid(ctx, grid: Grid) -> None:
 
     def haystacks(L):
         return (cfg.eval.haystacks_short or cfg.eval.haystacks) if L <= cfg.eval.short_len else cfg.eval.haystacks
+
+    unlearned = frozenset(name for name, L in train_lens.items() if not L)  # passed no curriculum stage
 
     def estimate(name, L, g_i, group):
         passes = len(grid.make(_rng(cfg.seed, L, g_i, 0), min(L, 64), group)) if grid.task == "niah_single" else 1
@@ -153,10 +245,24 @@ def run_grid(ctx, grid: Grid) -> None:
         mem_cap,
         cfg.eval.short_len,
         cfg.exp.budget,
-        frozenset(name for name, L in train_lens.items() if not L),  # passed no curriculum stage
+        unlearned,
+        setup=lambda name, L: COMPILE_ESTIMATE_S if compiles_at(name, L) else 0.0,
     )
     names = list(models)
     skipped.sort(key=lambda c: (c[0]["context_len"], names.index(c[0]["design"])))
+    loads = [os.getloadavg()[0]]  # the load seen: at the plan and at every cell's start
+    cores = os.cpu_count() or 1
+    short_cut = [c for c, _, why in skipped if c["context_len"] <= cfg.eval.short_len and c["design"] not in unlearned and "GiB" not in why]
+    if short_cut:
+        short_s = sum(est.seconds * haystacks(c["context_len"]) for c, est, _ in skipped if c in short_cut)
+        need = math.ceil((time.perf_counter() - start + short_s + sum(p[2].seconds for p in planned)) / 60)
+        ctx.console.print(
+            f"attnbench: exp.budget={cfg.exp.budget} does not cover every learned design's cells to {short_cut_len(cfg)} at this load "
+            f"({loads[0]:.1f} on {cores} cores): it skips {', '.join(cell_name(c) for c in short_cut)}; "
+            f"give it exp.budget={need}m to measure them",
+            markup=False,
+            highlight=False,
+        )
 
     for coords, est, reason in skipped:
         # keyed without the reason (its minutes-left differ between runs), and not recorded over
@@ -191,6 +297,8 @@ def run_grid(ctx, grid: Grid) -> None:
                 ctx.console.print(f"  [{time.strftime('%H:%M:%S')}] {progress.tasks[bar].completed:.0f}/{len(planned)} {note}")
 
         given_up: set[tuple] = set()  # cells skipped whole after the plan (their haystacks are skipped too)
+        compiled: set[str] = set()  # designs whose prefill was compiled (at their first cell that needs it)
+        late: set[tuple] = set()  # cells with a haystack skipped after the plan
         for coords, i, _, phase in planned:  # the plan's estimate is refitted below
             cell = ctx.cell(**coords, sample=i, part="eval")
             others = "".join(f" {k}={v}" for k, v in coords.items() if k not in ("design", "context_len"))
@@ -216,6 +324,7 @@ def run_grid(ctx, grid: Grid) -> None:
                         task=grid.task,
                         context_len=coords["context_len"],
                         sample=i,
+                        **group,
                         note=(
                             f"budget ran out: ~{est.seconds:.0f} s a haystack needed (re-estimated from this run's prefills), "
                             f"{max(0, left):.0f} s left"
@@ -224,8 +333,15 @@ def run_grid(ctx, grid: Grid) -> None:
                         **est.as_fields(),
                     )
                     cell2.commit()
+                late.add(key)
                 finished(f"{label}: skipped, budget")
                 continue
+            loads.append(os.getloadavg()[0])
+            design = coords["design"]
+            if compiles_at(design, coords["context_len"]) and design not in compiled:
+                compiled.add(design)
+                progress.update(bar, note=f"{design}: compiling its prefill for its first cell of {coords['context_len']:,} tokens")
+                compile_prefills(ctx, {design: models[design]})
             progress.update(bar, note=f"{label} (est {est.seconds:.0f} s)")
             samples = cached_samples(
                 grid.task,
@@ -312,7 +428,56 @@ def run_grid(ctx, grid: Grid) -> None:
                 f"{label}: acc {acc:.2f}, prefill {costs['prefill_s']:.1f} s{rate}" + (" NOISY" if noisy(load_before, load_after) else "")
             )
 
-    aggregate(ctx, grid, train_lens)
+    aggregate(ctx, grid, train_lens, haystacks)
+    budget_summary(ctx, grid, planned, skipped, late, given_up, loads, cores, time.perf_counter() - start)
+
+
+COMPILE_ESTIMATE_S = 60.0  # the plan's charge for a design's first compiled cell (recorded compiles: 24-96 s on 2 cores)
+
+
+def short_cut_len(cfg) -> str:
+    from attnbench.report.data import fmt_len
+
+    return fmt_len(cfg.eval.short_len)
+
+
+def cell_name(coords: dict) -> str:
+    from attnbench.report.data import fmt_len
+
+    extra = "".join(f" {k}={v}" for k, v in coords.items() if k not in ("design", "context_len"))
+    return f"{coords['design']} {fmt_len(coords['context_len'])}{extra}"
+
+
+def budget_summary(ctx, grid: Grid, planned, skipped, late: set, given_up: set, loads: list[float], cores: int, elapsed: float) -> str:
+    """The run's last line, also recorded (eval/budget_summary, the report's first line): how
+    many cells the budget left out at the load seen, and how much more budget would cover them
+    (the cells of the designs that learned, each no longer than the budget itself)."""
+    cfg = ctx.cfg
+    cells = {tuple(c.items()) for c, *_ in planned} | {tuple(c.items()) for c, *_ in skipped}
+    memory = {tuple(c.items()) for c, _, why in skipped if "GiB" in why}
+    budget_cut = ({tuple(c.items()) for c, _, why in skipped} - memory) | given_up
+    partial = late - given_up
+    load = sum(loads) / len(loads)
+    limit = parse_duration(cfg.exp.budget)
+    more = sum(
+        est.seconds * (cfg.eval.haystacks_short or cfg.eval.haystacks if c["context_len"] <= cfg.eval.short_len else cfg.eval.haystacks)
+        for c, est, why in skipped
+        if "GiB" not in why and "no curriculum stage" not in why and est.seconds <= limit
+    )
+    line = f"{len(budget_cut)} of {len(cells)} cells skipped for the budget" + (f", {len(partial)} partial" if partial else "")
+    line += f" at load {load:.1f} on {cores} cores" + (f" ({len(memory)} more do not fit in memory)" if memory else "")
+    if budget_cut or partial:
+        line += f"; rerun with exp.budget={math.ceil((elapsed + more) / 60)}m, or on a quiet machine"
+    cell = ctx.cell(part="budget_summary", skipped=sorted(map(str, budget_cut)), partial=sorted(map(str, partial)))
+    if not cell.done:
+        first = ctx.design_names[0]
+        cell.record(
+            first, "eval/budget_summary", len(budget_cut), "cells", "measured", layout="", cells=len(cells), partial=len(partial),
+            memory=len(memory), load=round(load, 2), cores=cores, budget=cfg.exp.budget, elapsed_s=round(elapsed, 1), note=line,
+        )  # fmt: skip
+        cell.commit()
+    ctx.console.print(line, markup=False, highlight=False)
+    return line
 
 
 def compile_prefills(ctx, models: dict) -> None:
@@ -375,6 +540,7 @@ def plan_grid(
     short_len: int,
     budget: str,
     unlearned: frozenset[str] = frozenset(),
+    setup: Callable[[str, int], float] = lambda name, L: 0.0,
 ):
     """Which (design, length, group) cells run, in run order; the rest skipped with a reason.
 
@@ -389,8 +555,10 @@ def plan_grid(
                 whose cells cost the most, e.g. quadratic ones, get every length that still
                 fits), the cells of the designs in `unlearned` last: a model that never passed
                 a curriculum stage says nothing about its design far past it.
-    A cell needs all its haystacks to fit. Returns planned [(coords, haystack, estimate, pass)]
-    and skipped [(coords, estimate, reason)].
+    A cell needs all its haystacks to fit. setup(name, L): seconds a design's first cell at L
+    costs once before it (its prefill's compile), charged to the first such cell taken. The short
+    pass takes the learned designs' cells before those of `unlearned`. Returns planned
+    [(coords, haystack, estimate, pass)] and skipped [(coords, estimate, reason)].
     """
     cells = []  # (L, name, coords, est, total)
     skipped = []
@@ -404,15 +572,24 @@ def plan_grid(
                 else:
                     cells.append((L, name, coords, est, est.seconds * haystacks(L)))
     planned, waiting = [], []
+    charged: set[str] = set()
+
+    def cost(cell) -> float:
+        extra = setup(cell[1], cell[0])
+        return cell[4] + (extra if cell[1] not in charged else 0.0)
 
     def take(cell, phase):
-        L, _, coords, est, _ = cell
+        L, name, coords, est, _ = cell
+        if setup(name, L):
+            charged.add(name)
         planned.extend((coords, i, est, phase) for i in range(haystacks(L)))
 
+    cells.sort(key=lambda cell: cell[0] <= short_len and cell[1] in unlearned)  # stable: learned designs' short cells first
     for cell in cells:
-        if cell[0] <= short_len and cell[4] <= left:
+        c = cost(cell)
+        if cell[0] <= short_len and c <= left:
             take(cell, "short")
-            left -= cell[4]
+            left -= c
         elif cell[0] <= short_len:
             skipped.append(
                 (
@@ -427,18 +604,21 @@ def plan_grid(
     share = max(0.0, left) / max(1, len([n for n in names if n not in unlearned]))
     spent = {name: 0.0 for name in names}
     rest = []
+    waiting.sort(key=lambda cell: cell[0])
     for cell in waiting:
-        if cell[1] not in unlearned and spent[cell[1]] + cell[4] <= share:
+        c = cost(cell)
+        if cell[1] not in unlearned and spent[cell[1]] + c <= share:
             take(cell, "fair")
-            spent[cell[1]] += cell[4]
+            spent[cell[1]] += c
         else:
             rest.append(cell)
     pool = max(0.0, left) - sum(spent.values())
     rest.sort(key=lambda cell: cell[1] in unlearned)  # stable: ascending length within each part
     for cell in rest:
-        if cell[4] <= pool:
+        c = cost(cell)
+        if c <= pool:
             take(cell, "leftover")
-            pool -= cell[4]
+            pool -= c
         else:
             why = (
                 "passed no curriculum stage, so its long cells get only the leftovers, last"
@@ -462,8 +642,9 @@ def _grid_depth(depth: float | None, grid: list[float]) -> float | None:
     return float(min(grid, key=lambda d: abs(d - depth)))
 
 
-def aggregate(ctx, grid: Grid, train_lens: dict) -> None:
-    """Accuracy per (design, length, group[, depth]) from every probe record of this config."""
+def aggregate(ctx, grid: Grid, train_lens: dict, haystacks: Callable[[int], int] | None = None) -> None:
+    """Accuracy per (design, length, group[, depth]) from every probe record of this config,
+    with the haystacks it pooled and those planned (``haystacks(L)``): a partial cell says so."""
     probe_metric = f"{grid.metric.split('/')[0]}/probe"
     probes = [
         r
@@ -478,6 +659,9 @@ def aggregate(ctx, grid: Grid, train_lens: dict) -> None:
         design, L, *gvals = key
         group = dict(zip(group_keys, gvals))
         contributing = sorted({(r["sample"], r["probe"]) for r in rs})
+        counts = {"haystacks": len({r["sample"] for r in rs})}
+        if haystacks is not None:
+            counts["haystacks_planned"] = max(haystacks(L), counts["haystacks"])
         cell = ctx.cell(design=design, context_len=L, part="aggregate", probes=contributing, **group)
         if cell.done:
             continue
@@ -505,6 +689,7 @@ def aggregate(ctx, grid: Grid, train_lens: dict) -> None:
                 ci_high=hi,
                 train_len=train_lens.get(design),
                 dtype="float32",
+                **counts,
                 **fields,
                 **group,
             )

@@ -141,6 +141,13 @@ def environments_section(data: RunData) -> list[dict]:
     return out
 
 
+def budget_lines(data: RunData) -> list[str]:
+    """Each run directory's last eval/budget_summary (longctx.budget_summary): what the budget left
+    out at the load seen. The report's first line, as it was the run's last."""
+    d = data.records[data.records["metric"] == "eval/budget_summary"]
+    return [str(g.iloc[-1]["note"]) for _, g in d.groupby("run_dir", sort=True) if pd.notna(g.iloc[-1]["note"])]
+
+
 def run_states(data: RunData) -> list[dict]:
     """How each run directory's last (re)start ended, from its footer line."""
     ended = {f["run_dir"]: f for f in data.footers}
@@ -369,6 +376,7 @@ def build_report(
         "generated": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "last_record": max(times) if times else None,
         "run_states": run_states(data),
+        "budget_lines": budget_lines(data),
         "facts": facts(data),
         "decision": decision_table(df, data.train),
         "training": training_table(data.train),

@@ -1,0 +1,69 @@
+"""The main job's fixed costs: a checkpoint's training-length checks are stored with it and read
+back by the next run (tests/test_plan_grid.py covers the plan's order and the compile charge),
+and every run ends with one line naming what the budget left out at the load seen."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+import torch
+
+from attnbench import cli
+from attnbench.checkpoints import SHIPPED
+
+from helpers import compose_cfg
+
+TINY = ["+exp=needle_4m", "exp.designs=[softmax]", "eval.context_lens=[1024]", "eval.depths=[0.5]", "eval.haystacks=1",
+        "eval.haystacks_short=1", "eval.train_len_samples=2", "threads=1", "wandb.mode=disabled", "report.enabled=false"]  # fmt: skip
+
+
+def run(tmp_path: Path, name: str, *extra: str) -> list[dict]:
+    cfg = compose_cfg([*TINY, *extra])
+    threads = torch.get_num_threads()
+    try:
+        cli.prepare(cfg, tmp_path / name)
+        cli.run(cfg, tmp_path / name)
+    finally:
+        torch.set_num_threads(threads)
+    lines = [json.loads(line) for line in (tmp_path / name / "results.jsonl").read_text().splitlines()]
+    return [r for r in lines if r.get("type") == "record"]
+
+
+@pytest.mark.slow
+def test_training_checks_are_stored_with_the_checkpoint_and_reused(tmp_path, monkeypatch):
+    monkeypatch.setenv("ATTNBENCH_CACHE", str(tmp_path / "cache"))
+    shipped = sorted(SHIPPED.glob("*/checks.json"))
+    before = {p: p.read_bytes() for p in shipped}
+    first = [r for r in run(tmp_path, "a") if r["metric"] == "train/acc"]
+    assert first and {r["checks"] for r in first} == {"computed"} and all(r["check_s"] > 0 for r in first)
+    stored = list((tmp_path / "cache" / "checks").glob("softmax-*.json"))  # a shipped checkpoint: its checks go to the cache
+    assert len(stored) == 1
+    assert {p: p.read_bytes() for p in sorted(SHIPPED.glob("*/checks.json"))} == before  # the package's files untouched
+
+    second = [r for r in run(tmp_path, "b") if r["metric"] == "train/acc"]  # another run directory: a new user's second run
+    assert {r["checks"] for r in second} == {"stored"} and all(r["check_s"] == 0 for r in second)
+    keep = ("value", "n", "ci_low", "ci_high", "task", "context_len")
+    assert [{k: r.get(k) for k in keep} for r in second] == [{k: r.get(k) for k in keep} for r in first]
+
+    third = [r for r in run(tmp_path, "c", "eval.train_len_samples=3") if r["metric"] == "train/acc"]  # another key: computed again
+    assert {r["checks"] for r in third} == {"computed"}
+
+
+@pytest.mark.slow
+def test_the_run_ends_with_what_the_budget_left_out_at_the_load_seen(tmp_path, monkeypatch):
+    monkeypatch.setenv("ATTNBENCH_CACHE", str(tmp_path / "cache"))
+    records = run(tmp_path, "a", "eval.context_lens=[1024,4194304]")  # 4M does not fit a tiny budget or memory: skipped
+    summary = [r for r in records if r["metric"] == "eval/budget_summary"]
+    assert len(summary) == 1
+    s = summary[0]
+    assert s["cells"] == 2 and s["value"] + s["memory"] == 1 and s["cores"] >= 1 and s["load"] >= 0
+    assert f"of 2 cells skipped for the budget at load {s['load']:.1f} on {s['cores']} cores" in s["note"]
+    minutes = re.search(r"; rerun with exp.budget=(\d+)m, or on a quiet machine$", s["note"])
+    assert minutes and int(minutes.group(1)) >= 1, s["note"]
+    from attnbench.report import build_report
+
+    html = build_report([tmp_path / "a"], pdf=False).html.read_text()
+    assert html.index(s["note"]) < html.index('<section id="summary"')  # the report's first line after its title
