@@ -380,10 +380,13 @@ def _check_cells(out: Scan) -> None:
         line.keep, line.problem = False, f"commit line of cell {out.names[key]}, which is not whole"
     seen_raw = {lines[i].raw: i for i in owner if lines[i].keep}
     legacy_done, loose = set(), dict[str, int]()
+    machine = None  # the CPU of the (re)start writing these lines: the same record from another machine is another measurement
     for i, line in enumerate(lines):
         obj = line.obj
+        if obj is not None and obj.get("type") == "header":
+            machine = (obj.get("hardware") or {}).get("cpu")
         if obj is not None and obj.get("type") == "record" and not obj.get("cell"):  # written outside any cell (older runs)
-            same = json.dumps({k: v for k, v in obj.items() if k not in ("time", CHECKSUM)}, sort_keys=True, default=str)
+            same = json.dumps([machine, {k: v for k, v in obj.items() if k not in ("time", CHECKSUM)}], sort_keys=True, default=str)
             if same in loose:
                 line.keep, line.problem = False, f"duplicate: the record of line {lines[loose[same]].no} recorded again (no cell)"
             loose.setdefault(same, i)

@@ -32,11 +32,16 @@ class Rotary(nn.Module):
     def table(self, pos0: int, T: int, device, dtype) -> tuple[torch.Tensor, torch.Tensor]:
         """cos, sin (T, rot / 2) for positions pos0 .. pos0 + T - 1."""
         key = (pos0, T, device, dtype)
+        if torch.compiler.is_compiling():  # inside a compiled graph (train_step) the table is part of the graph: a
+            return self._angles(pos0, T, device, dtype)  # cached one would be a guard, recompiling at every change of length
         if self._table is None or self._table[0] != key:
-            pos = torch.arange(pos0, pos0 + T, device=device, dtype=torch.float64)
-            angle = pos[:, None] * self.inv_freq.to(device)[None, :]  # (T, rot / 2)
-            self._table = (key, angle.cos().to(dtype), angle.sin().to(dtype))
+            self._table = (key, *self._angles(pos0, T, device, dtype))
         return self._table[1], self._table[2]
+
+    def _angles(self, pos0: int, T: int, device, dtype) -> tuple[torch.Tensor, torch.Tensor]:
+        pos = torch.arange(pos0, pos0 + T, device=device, dtype=torch.float64)
+        angle = pos[:, None] * self.inv_freq.to(device)[None, :]  # (T, rot / 2)
+        return angle.cos().to(dtype), angle.sin().to(dtype)
 
     def forward(self, x: torch.Tensor, pos0: int) -> torch.Tensor:
         """x (B, h, T, D), positions pos0 .. pos0 + T - 1 -> same shape."""

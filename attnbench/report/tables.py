@@ -414,12 +414,11 @@ def _rate_cells(rate) -> list[Cell]:
     """tokens/s, GFLOP/s and % of peak of a training's last stage (train/stage_rate), or dashes."""
     if not isinstance(rate, dict) or rate.get("v") is None:
         return [Cell("—")] * 3
-    frac = rate.get("fraction_of_peak")
-    known = frac is not None and not pd.isna(frac)
+    frac, gflops = rate.get("fraction_of_peak"), rate.get("gflops")
     return [
         Cell(f"{float(rate['v']):,.0f}"),
-        Cell(f"{float(rate['gflops']):.1f}" if rate.get("gflops") is not None else "—"),
-        Cell(f"{100 * float(frac):.0f}" if known else "—"),
+        Cell("—" if gflops is None or pd.isna(gflops) else f"{float(gflops):.1f}"),
+        Cell("—" if frac is None or pd.isna(frac) else f"{100 * float(frac):.0f}"),
     ]
 
 

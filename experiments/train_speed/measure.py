@@ -124,7 +124,7 @@ def main() -> None:
     ap.add_argument("--calls", type=int, default=5)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--base", default=BASE)
-    ap.add_argument("--out", default=str(Path(__file__).with_name("results.jsonl")))
+    ap.add_argument("--out", default=str(Path(__file__).with_name("measure") / "results.jsonl"))
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
 

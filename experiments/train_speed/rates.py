@@ -29,6 +29,8 @@ def main() -> None:
     lines = [{"type": "header", "exp": "train_speed", "started": now(), "command": "python experiments/train_speed/rates.py"}]
     for path in sorted((ROOT / "attnbench" / "trained").glob("*/record.json")):
         r = json.loads(path.read_text())
+        if r.get("status") == "partial":  # a training to be resumed (checkpoints.ship): rates when it is done
+            continue
         for row in stage_rates_of(SimpleNamespace(record=r)):
             lines.append(
                 {
