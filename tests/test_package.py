@@ -53,7 +53,9 @@ def test_wheel_contains_configs_and_kernels(tmp_path):
     assert not any(n.startswith(("kernels/", "conf/")) for n in names), "top-level kernels/ or conf/ leaked into the wheel"
     # every checkpoint shipped in the repo travels with its training record
     shipped = sorted(
-        p.relative_to(ROOT).as_posix() for p in (ROOT / "attnbench" / "trained").glob("*/*") if p.name in ("final.pt", "partial.pt", "record.json")
+        p.relative_to(ROOT).as_posix()
+        for p in (ROOT / "attnbench" / "trained").glob("*/*")
+        if p.name in ("final.pt", "partial.pt", "record.json")
     )
     for path in shipped:
         assert path in names, f"{path} missing from {wheel.name}"
