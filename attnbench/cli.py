@@ -353,7 +353,9 @@ def run(cfg: DictConfig, run_dir: Path) -> None:
     if full is not None:
         print(full, file=sys.stderr)
         sys.exit(1)
-    if sinks_code > 1:  # a signal cut the sinks
+    if sinks_code > 1:  # a signal cut the sinks (its line is printed)
+        if failure is not None:  # the run had failed already: that stays the news (a torchrun rank's line, exit 1)
+            raise failure
         sys.exit(sinks_code)
     if failure is not None:
         raise failure
