@@ -328,3 +328,30 @@ def test_records_carry_the_cpu_of_the_restart_that_wrote_them_and_kernel_tables_
         "prefill (cpu), CPU A",
         "prefill (cpu), CPU B",
     ]
+
+
+def test_relative_effective_length_keeps_a_share_of_the_models_own_score():
+    """After NoLiMa: a longer length counts while its lower bound keeps 85% of the accuracy at home."""
+    from attnbench.report.quality import relative_effective_length
+
+    def rec(L, k, n=200):
+        return {
+            "metric": "niah/acc",
+            "design": "d",
+            "status": "measured",
+            "context_len": L,
+            "v": k / n,
+            "n": n,
+            "task": "t",
+            "hops": float("nan"),
+            "run_dir": "r",
+            "seed": 0,
+            "depth": float("nan"),
+        }
+
+    # 0.90 at home (bar 0.765); 2K: 172/200, lower bound 0.81 keeps; 4K: 150/200 (0.69) does not; 8K is past the break
+    df = pd.DataFrame([rec(1024, 180), rec(2048, 172), rec(4096, 150), rec(8192, 180)])
+    assert relative_effective_length(df, "d", 1024) == (2048, "2K")
+    assert relative_effective_length(df[df["context_len"] != 2048], "d", 1024)[1] == "1K"  # home keeps its own by definition
+    length, text = relative_effective_length(df, "d", 512)  # never evaluated at its training length
+    assert length != length and "no accuracy at its training length" in text

@@ -32,6 +32,9 @@ from attnbench.tasks.vocab import Vocab
 
 LEARNED_LOWER_BOUND = 0.8
 EFFECTIVE_LOWER_BOUND = 0.5  # effective context length: the accuracy's lower bound stays above this
+# relative effective length (after NoLiMa, Modarressi et al., 2025): the lower bound keeps this
+# share of the model's own accuracy at its training length
+KEPT_SHARE = 0.85
 ACC_METRICS = ("niah/acc", "multihop/acc", "multihop/lookup_acc", "train/acc", "capacity/acc")
 FINAL = "final value"  # multihop scoring of compositional probes (experiments/multihop.py)
 
@@ -447,3 +450,31 @@ def effective_length(df: pd.DataFrame, design: str, metric_name: str = "niah/acc
             break
         best = L
     return best, (fmt_len(best) if best else f"< {fmt_len(lens[0])}")
+
+
+RELATIVE_RULE = (
+    f"relative effective length (after NoLiMa): the longest length up to which every evaluated length's 95% lower "
+    f"bound is at least {KEPT_SHARE:.0%} of the model's own accuracy at its true training length. RULER's fixed "
+    "threshold (85.6, Llama-2-7B's score at 4K) is not used: it is one large model's score on another task, and means "
+    "nothing for models of this size on these tasks; a share of the model's own score at home does"
+)
+
+
+def relative_effective_length(df: pd.DataFrame, design: str, train_len, metric_name: str = "niah/acc") -> tuple[float, str]:
+    """RELATIVE_RULE: (length, text); the training length itself keeps its own score by definition,
+    longer lengths keep KEPT_SHARE of it when their lower bound says so. NaN and why when the model
+    was not evaluated at its training length (no base to keep a share of)."""
+    from .data import fmt_len, pooled
+
+    d = pooled(df[(df["metric"] == metric_name) & (df["design"] == design) & (df["status"] == "measured")])
+    base = pooled_acc(d[d["context_len"] == train_len]) if pd.notna(train_len) and train_len else None
+    if base is None or not base.p > 0:
+        return float("nan"), "— (no accuracy at its training length)"
+    bar = KEPT_SHARE * base.p
+    best = float(train_len)  # the training length keeps its own score by definition
+    for L in sorted(L for L in d["context_len"].dropna().unique() if L > train_len):
+        a = pooled_acc(d[d["context_len"] == L])
+        if a is None or not (a.lo >= bar):
+            break
+        best = L
+    return best, fmt_len(best)

@@ -31,7 +31,18 @@ from .data import (
     metric,
     pooled,
 )
-from .quality import EFFECTIVE_LOWER_BOUND, LEARNED_LOWER_BOUND, effective_length, experiment_task, learned, levels_of, pooled_acc
+from .quality import (
+    EFFECTIVE_LOWER_BOUND,
+    KEPT_SHARE,
+    LEARNED_LOWER_BOUND,
+    RELATIVE_RULE,
+    effective_length,
+    experiment_task,
+    learned,
+    levels_of,
+    pooled_acc,
+    relative_effective_length,
+)
 
 BASELINE = "softmax"
 TOTAL_LENGTHS = (LEN_128K, LEN_1M, LEN_4M)
@@ -280,6 +291,7 @@ def decision_table(df: pd.DataFrame, train: pd.DataFrame | None = None, *, drop_
         ("training", "stopped"),
         ("learned the task", "at its training length"),
         ("NIAH", "effective length"),
+        ("NIAH", "relative effective length"),
     ]
     cols += [(acc_group, fmt_len(n)) for n in niah_lens]
     cols += [(f"multi-hop at {fmt_len(mh_len)} ({mh_scoring}) [95% interval]", f"{h:g} hops") for h in mh_hops]
@@ -297,7 +309,9 @@ def decision_table(df: pd.DataFrame, train: pd.DataFrame | None = None, *, drop_
             f"of the task at the model's own training length >= {LEARNED_LOWER_BOUND} (* decided on single needles: no "
             "experiment-task check recorded); a design that did not learn is shown, never used for a verdict. Trained to: "
             "the longest curriculum stage the model passed. Effective length: the longest length up to which every "
-            f"accuracy's lower bound stays above {EFFECTIVE_LOWER_BOUND}. Speed: {BASELINE} time / design time at the longest "
+            f"accuracy's lower bound stays above {EFFECTIVE_LOWER_BOUND}; the "
+            + RELATIVE_RULE
+            + f". Speed: {BASELINE} time / design time at the longest "
             "length both were measured (above 1: faster). ◐ n of m haystacks: a partial cell, fewer haystacks ran than "
             "planned (the budget ran out). Italic with a dagger: projected or analytic, not measured. "
             "—: no records for this yet." + rule_note
@@ -335,6 +349,10 @@ def decision_table(df: pd.DataFrame, train: pd.DataFrame | None = None, *, drop_
                 "" if pd.notna(eff) else "none",
                 f"longest length whose lower bound (and every shorter one's) stays above {EFFECTIVE_LOWER_BOUND}",
             )
+        )
+        rel, rel_text = relative_effective_length(df, name, tr.iloc[-1]["train_len"] if not tr.empty else float("nan"))
+        row.append(
+            Cell(rel_text, "" if pd.notna(rel) else "none", f"lower bound >= {KEPT_SHARE:.0%} of its own accuracy at its training length")
         )
         gn = niah[niah["design"] == name]
         row += [acc_cell(gn[gn["context_len"] == n]) for n in niah_lens]
@@ -422,16 +440,33 @@ def _rate_cells(rate) -> list[Cell]:
     ]
 
 
+def license_cell(preset: str) -> Cell:
+    """A preset's license (bench/presets.py), its quoted source as the hover text; "not stated" for unknown names."""
+    from attnbench.bench.presets import NOT_STATED, PRESETS
+
+    arch = PRESETS.get(preset)
+    if arch is None:
+        return Cell(NOT_STATED, "none", "not a preset of bench/presets.py")
+    return Cell(arch.license, "" if arch.license != NOT_STATED else "none", arch.sources.get("license", "the write-up does not state it"))
+
+
 def presets_table(df: pd.DataFrame) -> Table | None:
     d = df[is_preset(df) & df["metric"].isin(["memory/cache_bytes_per_token", "memory/total_bytes"])]
     if d.empty:
         return None
     cols = [("", "preset"), ("", "dtype"), ("cache", "bytes/token")] + [("total cache", fmt_len(n)) for n in TOTAL_LENGTHS]
-    table = Table("presets", cols, note="Production models' published configs, through the same cache formulas.")
+    cols.append(("", "license"))
+    table = Table(
+        "presets",
+        cols,
+        note="Production models' published configs, through the same cache formulas. License: as the write-up states it "
+        "(hover for the quote; bench/presets.py); read the license file of the exact release you serve.",
+    )
     for (preset, dtype), g in d.groupby([d["preset"].astype(str), d["dtype"].fillna("")], sort=True):
         row = [Cell(preset), Cell(dtype or "—"), summarize(metric(g, "memory/cache_bytes_per_token"), fmt_bytes)]
         tot = metric(g, "memory/total_bytes")
         row += [summarize(tot[tot["context_len"] == n], fmt_bytes) for n in TOTAL_LENGTHS]
+        row.append(license_cell(preset))
         table.rows.append(row)
     return table
 
