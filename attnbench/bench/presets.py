@@ -6,6 +6,10 @@ they give the memory tables and the GPU projections. Every number carries its so
 
 Layer letters: S softmax (GQA), L lightning, W sliding window, M msa, and, for presets only,
 D = DeepSeek sparse attention over MLA (a compressed latent cache plus indexer keys).
+
+Each preset carries its release's license as seed 000 states it (``license``, quoted in
+``sources["license"]``; "not stated" where the write-up says nothing: Text-01 and the
+non-MiniMax presets). Read the license file of the exact release before serving it.
 """
 
 from __future__ import annotations
@@ -14,6 +18,9 @@ from dataclasses import dataclass, field, replace
 
 from attnbench.designs import PRESET_LETTERS
 from attnbench.model.backbone import layout_for
+
+
+NOT_STATED = "not stated"  # the license of a preset whose release the write-up does not license
 
 
 @dataclass(frozen=True)
@@ -39,6 +46,8 @@ class Arch:
     active_params: float = 0.0  # parameters used per token (published; the non-attention FLOPs)
     total_params: float = 0.0
     sources: dict = field(default_factory=dict, compare=False, hash=False)
+    # the release's license as the write-up states it (its source in sources["license"]); NOT_STATED where it does not say
+    license: str = field(default=NOT_STATED, compare=False, hash=False)
 
     @property
     def n_layers(self) -> int:
@@ -103,7 +112,9 @@ M1 = replace(
         "architecture (80 layers, 7 lightning : 1 softmax, 64 heads, 8 KV heads, head_dim 128)",
         "params": "MiniMax-M1 report, arXiv 2506.13585: built on MiniMax-Text-01, 456B total, 45.9B activated",
         "cache claim": "seed 000: 'M1: a hybrid reasoning model ... built on Text-01'",
+        "license": "seed 000: 'M1 shipped in two versions with 40,000- and 80,000-token thinking budgets, under the Apache 2.0 license.'",
     },
+    license="Apache 2.0",
 )
 
 M2 = Arch(
@@ -121,7 +132,22 @@ M2 = Arch(
         "256 experts top-8, intermediate 1536, rotary_dim 64)",
         "params": "MiniMax-M2 model card / transformers docs minimax_m2.md: 230B total, 10B active",
         "layout claim": "seed 000: 'with full softmax attention in all 62 layers'",
+        "license": "seed 000: 'M2 is MIT.'; 'M2's tag says \"modified-mit\"; its license file is plain MIT'",
     },
+    license="MIT",
+)
+
+M27 = replace(  # M2.7: M2's architecture, another license
+    M2,
+    name="minimax_m27",
+    sources={
+        **M2.sources,
+        "architecture": "seed 000: 'M2.1 (December 2025), M2.5 (February 2026), and M2.7 (April 2026) kept M2's architecture'; "
+        "the numbers are M2's (huggingface.co/MiniMaxAI/MiniMax-M2 config.json)",
+        "license": "seed 000: 'M2.7 is under a non-commercial license: free for personal use, research, and non-profits, but "
+        '"any Commercial Use ... is prohibited without obtaining a separate, prior written authorization from MiniMax"\'',
+    },
+    license="non-commercial (commercial use needs MiniMax's prior written authorization)",
 )
 
 M3 = Arch(
@@ -146,7 +172,10 @@ M3 = Arch(
         "docs/DESIGN.md: the first layers stay dense (3 of 60)",
         "params": "seed 000: about 428B total, about 23B active",
         "method": "MiniMax Sparse Attention, arXiv 2606.13392 (block 128, k = 16, 2,048 KV tokens per query)",
+        "license": 'seed 000: \'the MiniMax Community License allows commercial use with a visible "Built with MiniMax M3" credit, '
+        "and requires MiniMax's written authorization for products with more than 20 million US dollars of yearly revenue'",
     },
+    license="MiniMax Community License (visible 'Built with MiniMax M3' credit; written authorization above 20M USD yearly revenue)",
 )
 
 DEEPSEEK_V32 = Arch(
@@ -195,7 +224,7 @@ GEMMA3_27B = Arch(
     },
 )
 
-PRESETS: dict[str, Arch] = {a.name: a for a in (TEXT01, M1, M2, M3, DEEPSEEK_V32, GEMMA3_27B)}
+PRESETS: dict[str, Arch] = {a.name: a for a in (TEXT01, M1, M2, M27, M3, DEEPSEEK_V32, GEMMA3_27B)}
 
 for _arch in PRESETS.values():
     assert set(_arch.layout) <= set(PRESET_LETTERS), _arch.name
