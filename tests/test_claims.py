@@ -550,3 +550,38 @@ def test_no_verdict_in_the_recorded_experiments_rests_on_a_model_that_did_not_le
     if not mh.empty and not (mh["scoring"] == "final value").any():
         assert verdicts["C3"].verdict == C.INCONCLUSIVE
     assert all(v.verdict in C.VERDICTS for v in verdicts.values())
+
+
+# ---------------------------------------------------------------- seeds and the first screen
+
+
+def _seed(records, s):
+    return [{**r, "seed": s} for r in records]
+
+
+def _c5a(tmp_path, records):
+    data = frame(tmp_path, records)
+    return dict((c.id, v) for c, v in C.judge_all(data.records, data.train))["C5a"]
+
+
+def test_a_verdict_holds_only_if_it_holds_for_each_seed(tmp_path):
+    """C5a on two seeds: both seeds' 200-probe checks exclude the deficit -> supported, every seed named;
+    seed 1's msa lost the lookup -> the pooled verdict is not every seed's, so inconclusive."""
+    cells = [acc("softmax", 29, 30, 512), acc("msa", 29, 30, 512)]
+    good = trained("softmax", k=196) + trained("msa", k=191) + cells
+    v = _c5a(tmp_path / "agree", _seed(good, 0) + _seed(good, 1))
+    assert v.verdict == C.SUPPORTED and v.seeds == [0, 1], v.evidence
+    assert v.evidence[0].startswith("every seed agrees") and "seed 1: supported" in v.evidence[0]
+    lost = trained("softmax", k=1000, n=1000) + trained("msa", k=860, n=1000) + cells  # learned, and lost the lookup
+    v = _c5a(tmp_path / "disagree", _seed(good, 0) + _seed(good, 2) + _seed(lost, 1))
+    assert v.verdict == C.INCONCLUSIVE and v.seeds == [0, 1, 2], v.evidence
+    assert "the seeds disagree" in v.evidence[0] and "seed 1: not supported" in v.evidence[0]
+    # a seed with no records for the claim's models does not count
+    v = _c5a(tmp_path / "one", _seed(good, 0) + [rec("softmax", "train/acc", 0.9, seed=3, task="other", context_len=7)])
+    assert v.verdict == C.SUPPORTED and v.seeds == [0], v.evidence
+
+
+def test_the_first_screen_names_the_number_the_models_the_seeds_and_what_would_change_it(tmp_path):
+    v = _c5a(tmp_path, trained("softmax", k=196) + trained("msa", k=191) + [acc("softmax", 29, 30, 512), acc("msa", 29, 30, 512)])
+    assert v.models == ["msa", "softmax"] and v.seeds == [0]
+    assert "191/200 vs 196/200" in v.headline and "[" in v.headline and v.change

@@ -28,7 +28,7 @@ from jinja2 import Environment, PackageLoader
 from attnbench import __version__
 from attnbench.redact import redact
 
-from .claims import judge_all
+from .claims import SEED_RULE, judge_all
 from .data import FIGURE_DIR, NOT_MEASURED, RunData, fmt_len, haystack_counts, is_preset, load
 from .figures import FIGURES, render
 from .pdf import PdfError, html_to_pdf
@@ -382,6 +382,7 @@ def build_report(
         "training": training_table(data.train),
         "presets": presets_table(df),
         "claims": judge_all(df, data.train),
+        "seed_rule": SEED_RULE,
         "figures": figures,
         "other": other_table(df, shown),
         "caveats": caveats(data),

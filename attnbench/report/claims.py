@@ -30,7 +30,7 @@ import pandas as pd
 
 from .claims_cost import judge_c4, judge_c5a, judge_c5b  # the cost claims (and C5's lookup half)
 from .data import LEN_1M, LEN_4M, NOT_MEASURED, fmt_bytes, fmt_len, is_preset, metric, pooled
-from .quality import FINAL, LEARNED_LOWER_BOUND, Acc, experiment_task, haystack_acc, learned, pooled_acc
+from .quality import ACC_METRICS, FINAL, LEARNED_LOWER_BOUND, Acc, experiment_task, haystack_acc, learned, pooled_acc
 from .verdicts import (
     DID_NOT_LEARN,
     INCONCLUSIVE,
@@ -59,6 +59,7 @@ class Claim:
     thresholds: dict
     rule_template: str  # str.format over the formatted thresholds
     judge: Callable[[pd.DataFrame, dict, pd.DataFrame | None], Verdict]
+    seeded: bool = False  # its verdict rests on trained models: judged per seed too (SEED_RULE)
 
     @property
     def rule(self) -> str:
@@ -106,6 +107,9 @@ def judge_c1(df: pd.DataFrame, t: dict, train=None) -> Verdict:
     if bf16.empty:
         v.evidence.append("no BF16 record: compared in the dtype recorded")
     v.verdict = SUPPORTED if abs(value - t["bytes"]) <= t["tolerance"] * t["bytes"] else NOT_SUPPORTED
+    v.headline = f"{value:,.0f} B per token against the claim's {t['bytes']:,} B (within {t['tolerance']:.0%}: exact arithmetic)"
+    v.models = [str(use["preset"].iloc[-1])]
+    v.change = "a different published config (cache dims or dtype); no measurement can, the number is a formula"
     check = metric(df, "memory/total_bytes")
     check = check[(check["status"] == "measured") & ~is_preset(check)]
     if "equal" in check.columns and check["equal"].notna().any():
@@ -213,6 +217,20 @@ def judge_c2(df: pd.DataFrame, t: dict, train=None) -> Verdict:
         return v
     head = next(iter(results))
     v.verdict = results[head]
+    v.models = [head]
+    head_len = t["factor"] * learned(df, head, task, train=train, threshold=t["learned_lb"]).train_len
+    if (ha := haystack_acc(df, "niah/acc", head, head_len, task=task)) is not None:
+        v.headline = f"{head} at {fmt_len(head_len)} ({t['factor']}x its training length): {ha.text()}, {ha.counted}"
+    else:
+        v.headline = f"{head}: no needle cell at {fmt_len(head_len)} ({t['factor']}x its training length)"
+    v.change = {
+        SUPPORTED: f"more haystacks at {t['factor']}x whose lower bound falls below {t['retrieval']}",
+        NOT_SUPPORTED: f"a model of {head}'s design that retrieves at {t['factor']}x (another seed or training rule)",
+    }.get(
+        v.verdict,
+        f">= {t['min_probes']} probes from >= {t['min_haystacks']} haystacks at {fmt_len(head_len)} whose interval "
+        f"clears or excludes {t['retrieval']}",
+    )
     others = [f"{n}: {r}" for n, r in results.items() if n != head]
     v.evidence.insert(
         0,
@@ -337,6 +355,18 @@ def judge_c3(df: pd.DataFrame, t: dict, train=None) -> Verdict:
             f"headline: {head} ({_why(head)}), the first 7:1 hybrid with multihop records in order of closeness to "
             f"Text-01; the others are shown, not used",
         )
+    v.models = [head, "softmax"] + (["swa_hybrid"] if "swa_hybrid" in results else [])
+    cell = [L for L in reference_lengths(df, "multihop/acc", head, "softmax", t["min_ref"], hops=k, scoring=FINAL)]
+    if cell and (a := haystack_acc(df, "multihop/acc", head, max(cell), hops=k, scoring=FINAL)) is not None:
+        s_acc = haystack_acc(df, "multihop/acc", "softmax", max(cell), hops=k, scoring=FINAL)
+        v.headline = f"{k:g} hops at {fmt_len(max(cell))}: {head} {a.text()} vs softmax " + (s_acc.text() if s_acc else "—")
+    else:
+        v.headline = f"{k:g} hops: no length where softmax's lower bound is >= {t['min_ref']} and {head} ran"
+    v.change = {
+        DID_NOT_LEARN: f"{head} learning the {k:g}-hop chain within the budget softmax needed (another seed, or a larger model)",
+        SUPPORTED: "an interval from more probes or seeds in which the hybrid's upper bound reaches softmax's lower bound",
+        NOT_SUPPORTED: f"a deficit of {t['gap']} or more at another length, seed or scale",
+    }.get(lead, f">= {t['min_probes']} probes a hop count, or a second seed, whose intervals separate")
     swa = results.get("swa_hybrid")
     if swa is None:
         v.evidence.append("the claim's second half (a sliding-window hybrid) has no multihop records: untested")
@@ -422,6 +452,13 @@ def judge_c6(df: pd.DataFrame, t: dict, train=None) -> Verdict:
                 }.get(results[name], "undecided")
             )
         v.parts[label] = results[name]
+    v.models = ["softmax", *lightning]
+    v.headline = "; ".join(f"{k}: {x}" for k, x in v.parts.items())
+    v.change = (
+        "a lightning state size that learns the task and keeps up with softmax past its state"
+        if set(results.values()) <= {"falls", "never learned"}
+        else "a lightning state size that falls toward the floor as pairs grow, where softmax holds"
+    )
     if len(lightning) < t["min_states"]:
         v.evidence.append(f"only {len(lightning)} lightning state sizes (the experiment asks for >= {t['min_states']})")
     vals = set(results.values())
@@ -491,6 +528,7 @@ CLAIMS = [
         "its own under the same test (not the claim's ratio at this training length). The headline verdict is the "
         "first hybrid that learned, in a fixed order of closeness to Text-01 ({hybrids}).",
         judge_c2,
+        seeded=True,
     ),
     Claim(
         "C3",
@@ -516,6 +554,7 @@ CLAIMS = [
         "softmax's lower bound: supported (partly if swa_hybrid ran and is not below); a deficit of {gap} excluded: not "
         "supported; else inconclusive. " + HAYSTACK_RULE + "Floors: simple policies run on the generator, each listed.",
         judge_c3,
+        seeded=True,
     ),
     Claim(
         "C4",
@@ -555,6 +594,7 @@ CLAIMS = [
         "the training length count; runs and seeds pooled) and softmax's lower bound is >= {min_ref}. msa's deficit "
         "against softmax from the two intervals: {gap} excluded: supported; shown: not supported; else inconclusive.",
         judge_c5a,
+        seeded=True,
     ),
     Claim(
         "C5b",
@@ -596,16 +636,48 @@ CLAIMS = [
         "learned: supported; every one keeps up: not supported; some of each: partly; else inconclusive (>= {min_states} "
         "state sizes asked for).",
         judge_c6,
+        seeded=True,
     ),
 ]
+
+
+SEED_RULE = (
+    "A verdict that rests on trained models holds only if it holds for each seed: with records of more than one seed, "
+    "the claim is judged on all records pooled and again on each seed's records alone (the models trained at that seed, "
+    "probes drawn at it). A seed whose records cannot judge the claim (not yet measured) does not count; where a "
+    "counted seed's verdict differs from the pooled one, the verdict is inconclusive and the evidence lists each seed's. "
+    "With 2 or 3 seeds a cluster bootstrap over seeds would have too few clusters, so the per-seed rule is used."
+)
+
+
+def _judge(claim: Claim, df: pd.DataFrame, train) -> Verdict:
+    try:
+        return claim(df, train)
+    except Exception as ex:  # a malformed record must not take the report down
+        return Verdict(INCONCLUSIVE, [f"could not evaluate: {type(ex).__name__}: {ex}"])
+
+
+def model_seeds(df: pd.DataFrame, models: list[str]) -> list[int]:
+    """The seeds of the accuracy and training records of these designs."""
+    d = df[df["design"].isin(models) & df["metric"].isin(ACC_METRICS + ("train/steps_to_floor",))]
+    return sorted({int(x) for x in d["seed"].dropna()})
 
 
 def judge_all(df: pd.DataFrame, train: pd.DataFrame | None = None) -> list[tuple[Claim, Verdict]]:
     out = []
     for claim in CLAIMS:
-        try:
-            verdict = claim(df, train)
-        except Exception as ex:  # a malformed record must not take the report down
-            verdict = Verdict(INCONCLUSIVE, [f"could not evaluate: {type(ex).__name__}: {ex}"])
+        verdict = _judge(claim, df, train)
+        verdict.seeds = model_seeds(df, verdict.models)
+        if claim.seeded and len(verdict.seeds) > 1 and verdict.verdict != NOT_MEASURED_YET:
+            per_seed = {s: _judge(claim, df[df["seed"] == s], train).verdict for s in verdict.seeds}
+            counted = {s: x for s, x in per_seed.items() if x != NOT_MEASURED_YET}
+            listed = "; ".join(f"seed {s}: {x}" for s, x in per_seed.items())
+            verdict.seeds = sorted(counted)  # the seeds the verdict rests on
+            if any(x != verdict.verdict for x in counted.values()):
+                verdict.evidence.insert(0, f"inconclusive: the seeds disagree (pooled: {verdict.verdict}; {listed}); " + SEED_RULE)
+                verdict.change = "seeds that agree: " + (verdict.change or "more seeds")
+                verdict.verdict = INCONCLUSIVE
+            else:
+                verdict.evidence.insert(0, f"every seed agrees with the pooled verdict ({listed})")
         out.append((claim, verdict))
     return out

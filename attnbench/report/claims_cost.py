@@ -108,6 +108,9 @@ def judge_c4(df: pd.DataFrame, t: dict, train=None) -> Verdict:
         return Verdict()
     v.projected_only = not measured
     v.verdict = _combine(v.parts)
+    v.models = ["lightning (op)", "softmax (op)"]
+    v.headline = "; ".join(f"{k}: {x}" for k, x in v.parts.items())
+    v.change = f"crossover intervals (more calls near each crossover) that move across {fmt_len(lo_k)}-{fmt_len(hi_k)}"
     v.evidence.append("parts: " + "; ".join(f"{k} {x}" for k, x in v.parts.items()))
     return v
 
@@ -156,6 +159,11 @@ def judge_c5b(df: pd.DataFrame, t: dict, train=None) -> Verdict:
     )
     if len(vals) < 2:
         v.evidence.append(f"not recorded here: {', '.join(p for p in ('prefill', 'decode') if p not in judged)}")
+    v.models = ["M3 preset", f"{t['vs'].upper()} preset"]
+    v.headline = "; ".join(f"{k}: {x}" for k, x in v.parts.items() if "not judged" not in k)
+    v.change = f"a measured M3 vs {t['vs'].upper()} time on {t['hardware'].upper()} ({t['scope']} scope)" + (
+        "" if not v.projected_only else ": every number here is projected"
+    )
     return v
 
 
@@ -202,4 +210,11 @@ def judge_c5a(df: pd.DataFrame, t: dict, train=None) -> Verdict:
         f"msa's deficit in [{lo:.3f}, {hi:.3f}] -> {res} (by {t['gap']} or more); {m[L].how}; seeds {seeds}"
     )
     v.verdict = {"not below": SUPPORTED, "below": NOT_SUPPORTED}.get(res, INCONCLUSIVE)
+    v.models = ["msa", "softmax"]
+    v.headline = f"msa's deficit against softmax at {fmt_len(L)}: [{lo:.3f}, {hi:.3f}] ({m[L].fraction} vs {s[L].fraction})"
+    v.change = (
+        f"more probes or seeds whose deficit interval reaches {t['gap']}"
+        if v.verdict == SUPPORTED
+        else f"more probes or seeds whose deficit interval falls under {t['gap']}"
+    )
     return v

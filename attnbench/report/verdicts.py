@@ -36,6 +36,13 @@ class Verdict:
     # the claim's parts, each judged on its own (C2: one per 7:1 hybrid and the 4M row; C4: phase x
     # half; C5b: phase x scope): label -> its verdict; the evidence says what each rests on
     parts: dict[str, str] = field(default_factory=dict)
+    # the decision report's first screen (one row a claim): the one number the verdict rests on
+    # with its interval, the models (designs) it used, the seeds of their records (judge_all), and
+    # what would change the verdict
+    headline: str = ""
+    models: list[str] = field(default_factory=list)
+    seeds: list[int] = field(default_factory=list)
+    change: str = ""
 
     @property
     def kind(self) -> str:  # css class
