@@ -54,6 +54,10 @@ def test_kernels_cpu_times_every_reference_against_sdpa(tmp_path):
     assert any(r["metric"] == "calibration/matmul_flops" for r in recs)
     speed = [r for r in recs if r["metric"] == "kernels/speedup"]
     assert len(speed) == 6 and all(r["value"] > 0 and r["baseline"] == "sdpa" for r in speed)
+    # SDPA and the ops alternate call by call; a speedup is the median of round-by-round ratios; a timing
+    # says its roofline (the cost model's FLOPs at the calibrated peak)
+    assert all(r["method"] == "alternating" and r["roofline_s"] > 0 for r in times if r["backend"] != "flex"), times
+    assert all(r["method"].startswith("alternating") and r["ratio_p25"] <= r["value"] <= r["ratio_p75"] for r in speed), speed
     table = (run / "summary.md").read_text()
     assert "| 256 |" in table and "| 512 |" in table and "causal SDPA" in table
 
@@ -80,3 +84,17 @@ def test_kernels_gpu_dry_run_on_cpu(tmp_path):
     skipped = {(r["op"], r["backend"]) for r in recs if r["status"] == "skipped"}
     assert ("lightning", "flash_attn") in skipped  # no such kernel: said, not silently dropped
     assert "DRY RUN" in (run / "summary.md").read_text()
+
+
+def test_time_alternating_takes_its_functions_in_turn():
+    from attnbench.bench.timing import round_ratios, time_alternating
+
+    order: list[str] = []
+    got, rounds = time_alternating(
+        {"a": lambda: order.append("a"), "b": lambda: order.append("b")}, min_run_time=0.0, repeats=4, block_s=0.0
+    )
+    assert order[:2] == ["a", "b"]  # the warm-up calls
+    assert order[2:] == ["a", "b"] * (len(order[2:]) // 2)  # rounds of one block each, in turn (a block is 1 call here)
+    assert len(rounds["a"]) == len(rounds["b"]) == got["a"].n >= 4 and got["b"].method == "alternating"
+    med, lo, hi = round_ratios(rounds, "a", "b")
+    assert lo <= med <= hi

@@ -105,3 +105,47 @@ def time_fn(fn: Callable[[], object], device: torch.device, *, min_run_time: flo
     q = statistics.quantiles(times, n=4, method="inclusive") if len(times) > 1 else [times[0]] * 3
     after = os.getloadavg()[0]
     return Timing(statistics.median(times), q[0], q[2], len(times), "torch.utils.benchmark", "cpu", after, before, noisy(before, after))
+
+
+def time_alternating(
+    fns: dict[str, Callable[[], object]], *, min_run_time: float = 0.5, repeats: int = 5, block_s: float = 0.01
+) -> tuple[dict[str, Timing], dict[str, list[float]]]:
+    """Time several CPU functions call by call in turn, so that drift in the machine (another
+    process, a frequency change) hits every one of them alike: rounds of (fns[0], fns[1], ...),
+    each a block of calls of at least ``block_s`` (sized from one warm-up call), until every
+    function has ``repeats`` blocks and ``min_run_time`` seconds. Returns (name -> Timing of its
+    per-call times, name -> per-round times in ms, aligned across names: round r of each was
+    taken back to back, so a ratio of two names is best taken round by round, ``round_ratios``).
+
+    Written by hand: torch.utils.benchmark times one statement at a time, never several in turn.
+    """
+    before = os.getloadavg()[0]
+    calls = {}
+    for name, fn in fns.items():  # warm-up, and the block size
+        start = time.perf_counter()
+        fn()
+        calls[name] = max(1, int(block_s / max(time.perf_counter() - start, 1e-9)))
+    rounds: dict[str, list[float]] = {name: [] for name in fns}
+    spent = dict.fromkeys(fns, 0.0)
+    while min(len(r) for r in rounds.values()) < repeats or min(spent.values()) < min_run_time:
+        for name, fn in fns.items():
+            k = calls[name]
+            start = time.perf_counter()
+            for _ in range(k):
+                fn()
+            took = time.perf_counter() - start
+            spent[name] += took
+            rounds[name].append(took / k * 1e3)
+    after = os.getloadavg()[0]
+    out = {}
+    for name, times in rounds.items():
+        q = statistics.quantiles(times, n=4, method="inclusive") if len(times) > 1 else [times[0]] * 3
+        out[name] = Timing(statistics.median(times), q[0], q[2], len(times), "alternating", "cpu", after, before, noisy(before, after))
+    return out, rounds
+
+
+def round_ratios(rounds: dict[str, list[float]], num: str, den: str) -> tuple[float, float, float]:
+    """(median, p25, p75) of num's time over den's, round by round (time_alternating's rounds)."""
+    r = [a / b for a, b in zip(rounds[num], rounds[den])]
+    q = statistics.quantiles(r, n=4, method="inclusive") if len(r) > 1 else [r[0]] * 3
+    return statistics.median(r), q[0], q[2]

@@ -2,11 +2,13 @@
 
 The references are what every CPU user runs. For each T in kernels.shapes.lengths, in this one
 process: causal SDPA (the baseline, GQA), then lightning, sliding window and msa (selection plus
-attention; the two parts are also timed alone), all forward, fp32, same B / H / Hkv / D. Each
-timing is a median of at least 3 calls with its spread (attnbench.bench.timing), and every cell
+attention; the two parts are also timed alone), all forward, fp32, same B / H / Hkv / D. SDPA and the ops are timed call by call in turn (bench.timing.time_alternating: rounds of one
+block of calls each), so drift hits both sides of every ratio, and each speedup is the median of
+the round-by-round ratios with its spread; every timing is a median of at least 5 rounds, and every cell
 records os.getloadavg() before and after (`noisy` when half a core above the core count), because the CPU
 may be shared. Each timing also records its achieved GFLOP/s (the cost model's FLOP count of
-the op) and its fraction of the fp32 matmul peak calibrated at the start of the run.
+the op) and its fraction of its roofline: the cost model's FLOPs at the fp32 matmul peak
+calibrated at the start of the run for the threads used (``roofline_s``, ``peak_fraction``).
 
 Correctness first: each op is checked at kernels.shapes.check_lengths against its naive truth
 (kernels/<op>/naive.py, dense, in float64; msa with its naive selection) by the rule of
@@ -23,7 +25,7 @@ import torch
 from attnbench.bench import costmodel
 from attnbench.bench import ops as O
 from attnbench.bench.presets import Arch
-from attnbench.bench.timing import efficiency, time_fn
+from attnbench.bench.timing import efficiency, round_ratios, time_alternating, time_fn
 from attnbench.kernels import tolerance
 
 TIMED = ("lightning", "sliding_window", "msa")
@@ -95,10 +97,10 @@ def timings(ctx, T: int, dtype: torch.dtype, ops: list[str], peak: float | None 
     dt = str(dtype).removeprefix("torch.")
     common = dict(layout="", scope="op", dtype=dt, context_len=T)
 
-    def timed(name: str, backend: str, fn) -> float:
-        with torch.no_grad():
-            t = time_fn(fn, dev, min_run_time=cfg.kernels.min_run_time)
-        eff = efficiency(op_flops(name, sh), t.median_ms / 1e3, peak) if dt == "float32" else {}
+    def report(name: str, backend: str, t) -> None:
+        flops = op_flops(name, sh)
+        eff = efficiency(flops, t.median_ms / 1e3, peak) if dt == "float32" else {}
+        roof = {"roofline_s": flops / peak} if eff and peak else {}  # the op's FLOPs at the calibrated peak
         cell.record(
             design_of(name),
             "latency/prefill_ms",
@@ -109,41 +111,69 @@ def timings(ctx, T: int, dtype: torch.dtype, ops: list[str], peak: float | None 
             loadavg=load_before,
             **t.fields(),
             **eff,
+            **roof,
             **common,
         )
         ctx.console.print(
             f"  T={T:<6} {name:<15} {backend:<9} {t.median_ms:10.1f} ms  [{t.p25_ms:.1f}, {t.p75_ms:.1f}] n={t.n}"
             + (f"  {eff['gflop_per_s']:.1f} GFLOP/s" if eff else "")
-            + (f" ({100 * eff['peak_fraction']:.0f}% of peak)" if "peak_fraction" in eff else "")
+            + (f" ({100 * eff['peak_fraction']:.0f}% of its roofline)" if "peak_fraction" in eff else "")
             + ("  NOISY (load > cores + 0.5)" if t.noisy else "")
         )
+
+    def timed(name: str, backend: str, fn) -> float:  # one function alone (FlexAttention after its compile)
+        with torch.no_grad():
+            t = time_fn(fn, dev, min_run_time=cfg.kernels.min_run_time)
+        report(name, backend, t)
         return t.median_ms
 
-    x = O.make_inputs("softmax", sh, dtype, dev)
-    sdpa_ms = timed("softmax", "sdpa", lambda: O.sdpa_causal(x))
+    # SDPA and every op call by call in turn (bench.timing.time_alternating): drift in the
+    # machine hits both sides of every ratio alike; on CUDA, each alone (do_bench syncs and flushes)
+    import attnbench.kernels as K
+
+    fns: dict[str, tuple[str, object]] = {}
+    xs = {"softmax": O.make_inputs("softmax", sh, dtype, dev)}
+    fns["softmax"] = ("sdpa", lambda x=xs["softmax"]: O.sdpa_causal(x))
     for op in ops:
-        x = O.make_inputs(op, sh, dtype, dev)
-        ms = timed(op, "reference", lambda: O.run(op, "reference", x, sh))
+        xs[op] = x = O.make_inputs(op, sh, dtype, dev)
+        fns[op] = ("reference", lambda op=op, x=x: O.run(op, "reference", x, sh))
+        if op == "msa":  # the two parts alone
+            idx = K.msa_select(x["index_q"], x["index_k"], sh.block_size, sh.top_k, backend="reference")
+            fns["msa_select"] = (
+                "reference",
+                lambda x=x: K.msa_select(x["index_q"], x["index_k"], sh.block_size, sh.top_k, backend="reference"),
+            )
+            fns["msa_attn"] = (
+                "reference",
+                lambda x=x, idx=idx: K.msa_attn(x["q"], x["k"], x["v"], idx, sh.block_size, backend="reference"),
+            )
+    with torch.no_grad():
+        if dev.type == "cpu":
+            got, rounds = time_alternating({n: f for n, (_, f) in fns.items()}, min_run_time=cfg.kernels.min_run_time, repeats=5)
+        else:
+            got, rounds = {n: time_fn(f, dev, min_run_time=cfg.kernels.min_run_time) for n, (_, f) in fns.items()}, {}
+    for name, (backend, _) in fns.items():
+        report(name, backend, got[name])
+    sdpa_ms = got["softmax"].median_ms
+    for op in ops:
+        ratio = round_ratios(rounds, "softmax", op) if rounds else (sdpa_ms / got[op].median_ms, float("nan"), float("nan"))
         cell.record(
             op,
             "kernels/speedup",
-            sdpa_ms / ms,
+            ratio[0],
             "x",
             op=op,
             backend="reference",
             baseline="sdpa",
             phase="fwd",
             loadavg=load_before,
+            ratio_p25=ratio[1],
+            ratio_p75=ratio[2],
+            method="alternating, ratio round by round" if rounds else "each alone",
             **common,
         )
         if op == "sliding_window" and "flex" in cfg.kernels.baselines:
-            flex(ctx, cell, x, sh, sdpa_ms, timed, common, load_before)
-        if op == "msa":  # the two parts alone
-            import attnbench.kernels as K
-
-            timed("msa_select", "reference", lambda: K.msa_select(x["index_q"], x["index_k"], sh.block_size, sh.top_k, backend="reference"))
-            idx = K.msa_select(x["index_q"], x["index_k"], sh.block_size, sh.top_k, backend="reference")
-            timed("msa_attn", "reference", lambda: K.msa_attn(x["q"], x["k"], x["v"], idx, sh.block_size, backend="reference"))
+            flex(ctx, cell, xs[op], sh, sdpa_ms, timed, common, load_before)
     for rec in cell.pending:
         rec["loadavg_after"] = os.getloadavg()
     cell.commit()
