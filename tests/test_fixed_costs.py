@@ -67,3 +67,26 @@ def test_the_run_ends_with_what_the_budget_left_out_at_the_load_seen(tmp_path, m
 
     html = build_report([tmp_path / "a"], pdf=False).html.read_text()
     assert html.index(s["note"]) < html.index('<section id="summary"')  # the report's first line after its title
+
+
+def test_needle_4m_models_ship_their_checks_under_the_key_a_run_computes(monkeypatch):
+    """The README's main command reads every model's training-length checks from the checks.json
+    shipped beside it (none computed on a fresh machine): the file holds the key a run computes
+    from today's config and code (rerun the command in attnbench/trained/README.md when not)."""
+    from types import SimpleNamespace
+
+    from attnbench import checkpoints
+    from attnbench.experiments import longctx, needle_4m
+    from attnbench.train import checkpoint_key
+
+    cfg = compose_cfg(["+exp=needle_4m"])
+    grids: list = []
+    monkeypatch.setattr(needle_4m, "run_grid", lambda ctx, grid: grids.append(grid))
+    needle_4m.run(SimpleNamespace(cfg=cfg))
+    for design in cfg.exp.designs:
+        folder = checkpoints.find(design, checkpoint_key(cfg, design))
+        assert folder is not None and folder.is_relative_to(SHIPPED), design
+        trained = SimpleNamespace(record=json.loads((folder / "record.json").read_text()), folder=folder)
+        stored, where = longctx.stored_checks(trained, longctx.checks_key(cfg, trained, grids[0]))
+        assert stored is not None and where == folder / longctx.CHECKS_FILE, f"{design}: no shipped checks under today's key"
+        assert {r["fields"]["task"] for r in stored} == {"niah_single", grids[0].task}
