@@ -242,14 +242,16 @@ def levels_of(d: pd.DataFrame) -> tuple[float, float]:
 
 
 def training(df: pd.DataFrame, headers: list[dict]) -> pd.DataFrame:
-    """How each design's model was trained, one row per design (its latest record):
+    """How each model was trained, one row per (experiment, design, seed) (its latest record):
     train_len (the longest stage passed), rule, steps, tokens, stop_reason, status, stage, source."""
     configs = run_configs(headers)
     rows = []
-    # one row per (experiment, design): multihop's models continue needle_4m's under the same
-    # design name but are other models (other stages, another true training length)
-    for (exp, name), g in df[df["metric"] == "train/steps_to_floor"].groupby(["exp", "design"], sort=False, dropna=False):
+    # one row per (experiment, design, seed): multihop's models continue needle_4m's under the
+    # same design name but are other models (other stages, another true training length), and
+    # each seed is a model of its own
+    for (exp, name, seed), g in df[df["metric"] == "train/steps_to_floor"].groupby(["exp", "design", "seed"], sort=False, dropna=False):
         r = g.iloc[-1]
+        df_seed = df if pd.isna(seed) else df[df["seed"] == seed]
         if isinstance(r.get("rule"), dict):  # written by this version: the facts are in the record
             rule, train_len, stop, steps = r["rule"], r["train_len"], r.get("stop_reason"), r.get("steps")
         else:  # older records: what they imply, with the run's curriculum
@@ -260,13 +262,14 @@ def training(df: pd.DataFrame, headers: list[dict]) -> pd.DataFrame:
             if steps is None:  # older records said steps only when the floor was reached
                 steps = _old_steps(df, name, r.get("tokens"))
         stage = f"{int(r['final_stage'])}/{int(r['n_stages'])}" if pd.notna(r.get("final_stage")) and pd.notna(r.get("n_stages")) else ""
-        chain = chain_tokens(df, exp, name, _get(configs.get(r["run_dir"], {}), "train.stages", []) or [], r.get("tokens"))
-        rates = df[(df["metric"] == "train/stage_rate") & (df["exp"] == exp) & (df["design"] == name)]
+        chain = chain_tokens(df_seed, exp, name, _get(configs.get(r["run_dir"], {}), "train.stages", []) or [], r.get("tokens"))
+        rates = df_seed[(df_seed["metric"] == "train/stage_rate") & (df_seed["exp"] == exp) & (df_seed["design"] == name)]
         last = rates.sort_values("stage").iloc[-1] if not rates.empty else None  # the last stage it trained on
         rows.append(
             {
                 "exp": exp,
                 "design": name,
+                "seed": seed,
                 "rule": rule,
                 "train_len": train_len,
                 "stop_reason": stop,
@@ -285,6 +288,7 @@ def training(df: pd.DataFrame, headers: list[dict]) -> pd.DataFrame:
         columns=[
             "exp",
             "design",
+            "seed",
             "rule",
             "train_len",
             "stop_reason",

@@ -10,7 +10,16 @@ from __future__ import annotations
 import pandas as pd
 
 from .data import RunData, designs, fmt_bytes, fmt_len, metric, pooled
-from .quality import KEPT_SHARE, LEARNED_LOWER_BOUND, effective_length, experiment_task, learned, pooled_acc, relative_effective_length
+from .quality import (
+    KEPT_SHARE,
+    LEARNED_LOWER_BOUND,
+    effective_length,
+    experiment_task,
+    haystack_acc,
+    learned,
+    pooled_acc,
+    relative_effective_length,
+)
 from .readme import table
 
 
@@ -83,8 +92,11 @@ def training_rows(data: RunData) -> pd.DataFrame:
     df, train = data.records, data.train
     assert train is not None, "RunData without its training table (load() always adds it)"
     rows = []
+    seeded = train["seed"].nunique(dropna=True) > 1  # a seed column where models of several seeds are here
+    all_records = df
     for _, t in train.iterrows():
         name = t["design"]
+        df = all_records if pd.isna(t["seed"]) else all_records[all_records["seed"] == t["seed"]]  # this seed's model
         p = metric(df, "params/total")
         a = metric(df, "params/active")
         p, a = p[p["design"] == name]["v"], a[a["design"] == name]["v"]
@@ -94,6 +106,7 @@ def training_rows(data: RunData) -> pd.DataFrame:
         rows.append(
             {
                 "design": name,
+                **({"seed": f"{t['seed']:.0f}" if pd.notna(t["seed"]) else "—"} if seeded else {}),
                 "layout": next(iter(df[df["design"] == name]["layout"].dropna()), ""),
                 "params (active)": f"{p.iloc[-1]:,.0f} ({a.iloc[-1]:,.0f})" if len(p) and len(a) else "—",
                 "status": t["status"],
@@ -138,6 +151,27 @@ def needle_accuracy(data: RunData) -> pd.DataFrame:
             row[fmt_len(L)] = _acc(c) if (c["status"] == "measured").any() else _skip(c)
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+@table("needle_4x/by_seed")
+def needle_by_seed(data: RunData) -> pd.DataFrame:
+    """Per design and length: the accuracy of each seed's model on its own haystacks, and all seeds
+    pooled, each with the haystack as the unit of its interval (quality.haystack_acc)."""
+    df = data.records
+    d = pooled(metric(df, "niah/acc"))
+    task = experiment_task(df, "niah/acc")
+    rows = []
+    for name in designs(d):
+        for L in sorted(d[d["design"] == name]["context_len"].dropna().unique()):
+            seeds = sorted({int(s) for s in d[(d["design"] == name) & (d["context_len"] == L)]["seed"].dropna()})
+            row = {"design": name, "length": fmt_len(L)}
+            for s in seeds:
+                a = haystack_acc(df[df["seed"] == s], "niah/acc", name, L, task=task)
+                row[f"seed {s}"] = f"{a.text()}, {a.counted}" if a is not None else "—"
+            a = haystack_acc(df, "niah/acc", name, L, task=task)
+            row["seeds pooled"] = f"{a.text()}, {a.counted}" if a is not None and len(seeds) > 1 else "—"
+            rows.append(row)
+    return pd.DataFrame(rows).fillna("—")
 
 
 @table("needle_4m/effective")

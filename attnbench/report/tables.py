@@ -101,7 +101,8 @@ def acc_cell(d: pd.DataFrame, title: str = "") -> Cell:
     count = f"{acc.fraction} probes; " if pd.notna(acc.n) else ""
     chance, floor = levels_of(d)
     levels = f"; chance {chance:.3g}, values-in-context floor {floor:.3g}" if pd.notna(chance) else ""
-    part = d[d["partial"]] if "partial" in d else d.iloc[0:0]
+    # (records of other metrics carry a field of that name too, eval/budget_summary's: NaN elsewhere)
+    part = d[d["partial"].eq(True)] if "partial" in d else d.iloc[0:0]
     partial = f"{part['ran'].iloc[0]:.0f} of {part['planned'].iloc[0]:.0f} haystacks" if not part.empty else ""
     return Cell(
         f"{acc.p:.2f}" + (" ◐" if partial else ""),
