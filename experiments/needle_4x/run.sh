@@ -9,7 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 common=(+exp=needle_4m 'eval.context_lens=[4096]' eval.haystacks=40 eval.haystacks_short=40 threads=1 wandb.mode=disabled report.enabled=false)
 for seed in 0 1; do
-  designs='[lightning_hybrid_h8,lightning_hybrid_nope]'
+  designs='[lightning_hybrid_h8,lightning_hybrid_nope,lightning_hybrid]'
   [ "$seed" = 1 ] && designs='[lightning_hybrid_h8]'  # the seeds shipped (attnbench/trained/README.md)
   out=experiments/needle_4x/run_seed$seed
   mkdir -p "$out"
