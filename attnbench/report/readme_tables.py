@@ -171,7 +171,8 @@ def needle_by_seed(data: RunData) -> pd.DataFrame:
             a = haystack_acc(df, "niah/acc", name, L, task=task)
             row["seeds pooled"] = f"{a.text()}, {a.counted}" if a is not None and len(seeds) > 1 else "—"
             rows.append(row)
-    return pd.DataFrame(rows).fillna("—")
+    every = sorted({c for r in rows for c in r if c.startswith("seed ") and c != "seeds pooled"}, key=lambda c: int(c.split()[1]))
+    return pd.DataFrame(rows, columns=["design", "length", *every, "seeds pooled"]).fillna("—")
 
 
 @table("needle_4m/effective")
