@@ -19,6 +19,8 @@ fails is recorded ``failed`` and never timed.
 from __future__ import annotations
 
 import os
+from functools import partial
+from typing import Callable
 
 import torch
 
@@ -131,22 +133,19 @@ def timings(ctx, T: int, dtype: torch.dtype, ops: list[str], peak: float | None 
     # machine hits both sides of every ratio alike; on CUDA, each alone (do_bench syncs and flushes)
     import attnbench.kernels as K
 
-    fns: dict[str, tuple[str, object]] = {}
+    fns: dict[str, tuple[str, Callable[[], object]]] = {}  # name -> (backend, the call)
     xs = {"softmax": O.make_inputs("softmax", sh, dtype, dev)}
-    fns["softmax"] = ("sdpa", lambda x=xs["softmax"]: O.sdpa_causal(x))
+    fns["softmax"] = ("sdpa", partial(O.sdpa_causal, xs["softmax"]))
     for op in ops:
         xs[op] = x = O.make_inputs(op, sh, dtype, dev)
-        fns[op] = ("reference", lambda op=op, x=x: O.run(op, "reference", x, sh))
+        fns[op] = ("reference", partial(O.run, op, "reference", x, sh))
         if op == "msa":  # the two parts alone
             idx = K.msa_select(x["index_q"], x["index_k"], sh.block_size, sh.top_k, backend="reference")
             fns["msa_select"] = (
                 "reference",
-                lambda x=x: K.msa_select(x["index_q"], x["index_k"], sh.block_size, sh.top_k, backend="reference"),
+                partial(K.msa_select, x["index_q"], x["index_k"], sh.block_size, sh.top_k, backend="reference"),
             )
-            fns["msa_attn"] = (
-                "reference",
-                lambda x=x, idx=idx: K.msa_attn(x["q"], x["k"], x["v"], idx, sh.block_size, backend="reference"),
-            )
+            fns["msa_attn"] = ("reference", partial(K.msa_attn, x["q"], x["k"], x["v"], idx, sh.block_size, backend="reference"))
     with torch.no_grad():
         if dev.type == "cpu":
             got, rounds = time_alternating({n: f for n, (_, f) in fns.items()}, min_run_time=cfg.kernels.min_run_time, repeats=5)
