@@ -32,7 +32,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.errors import HydraException, MissingConfigException
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
-from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException, ValidationError
+from omegaconf.errors import ConfigAttributeError, ConfigKeyError, InterpolationResolutionError, OmegaConfBaseException, ValidationError
 
 from . import config as config_mod
 from . import rundir
@@ -62,6 +62,22 @@ def experiments_help() -> str:
 
 
 OmegaConf.register_new_resolver("attnbench_experiments", experiments_help, replace=True)
+
+
+def run_dir_name(*, _root_: DictConfig) -> str:
+    """``${attnbench_dirname:}`` (conf/config.yaml): the run or sweep job directory's name from the
+    task overrides, free text and secrets hashed (attnbench/rundir.py ``dir_name``)."""
+    hydra_node = _root_.hydra
+    conf = hydra_node.job.config.override_dirname
+    return rundir.dir_name(typed_overrides(hydra_node), [str(k) for k in conf.exclude_keys], str(conf.item_sep), str(conf.kv_sep))
+
+
+def typed_overrides(hydra_node: DictConfig) -> list[str]:
+    """The task overrides as typed (an interpolation in one, ``seed=${oc.env:X}``, left unresolved)."""
+    return [str(o) for o in OmegaConf.to_container(hydra_node.overrides.task, resolve=False)]  # type: ignore[union-attr]
+
+
+OmegaConf.register_new_resolver("attnbench_dirname", run_dir_name, replace=True)
 
 EXIT_BAD_INPUT, EXIT_SIGINT, EXIT_SIGTERM = 2, 130, 143  # 128 + the signal number, as shells report it
 
@@ -95,14 +111,29 @@ def one_line(ex: BaseException) -> str:
         first = str(cause).splitlines()[0]
         choices = re.search(r"expected one of \[(.*)\]", first)
         return f"{cause.full_key}={cause.value!r}: {'one of ' + choices.group(1) if choices else first}"
+    if isinstance(cause, InterpolationResolutionError):  # ${oc.env:UNSET}, ${model.nonexistent}
+        why = re.sub(r"^\w+ raised while resolving interpolation: ", "", str(cause).splitlines()[0]).strip()
+        return f"{cause.full_key}: its interpolation does not resolve ({why})"
     if isinstance(ex, MissingConfigException) and ex.options:
         return f"{str(ex).splitlines()[0]}; available: {', '.join(ex.options)}"
     return " ".join(str(ex).split())
 
 
+def list_groups() -> set[str]:
+    """Config groups that take a list of configs: those the root config's defaults list gives one
+    (``attention``); every other group (``exp``, ``model``, ...) takes one config."""
+    from importlib.resources import files
+
+    import yaml
+
+    defaults = yaml.safe_load(files("attnbench.conf").joinpath("config.yaml").read_text()).get("defaults", [])
+    return {str(k) for d in defaults if isinstance(d, dict) for k, v in d.items() if isinstance(v, list)}
+
+
 def check_group_choices(overrides: list[str]) -> None:
     """A config-group override must name a config: Hydra parses `+exp=false` as a bool and
-    fails with a ValueError that names no field, so catch that here, before composing."""
+    fails with a ValueError that names no field, and merges `+exp=[smoke,kv_memory]` into one
+    config, so catch both here, before composing."""
     from importlib.resources import files
 
     from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -116,9 +147,13 @@ def check_group_choices(overrides: list[str]) -> None:
         group = o.key_or_group
         if o.is_sweep_override() or "@" in group or not conf.joinpath(group).is_dir():
             continue
+        options = sorted(f.name.removesuffix(".yaml") for f in conf.joinpath(group).iterdir() if f.name.endswith(".yaml"))
+        typed = (o.input_line or "").split("=", 1)[-1]
+        if isinstance(o.value(), list) and group not in list_groups():
+            hint = f"; to run several, sweep them: -m +{group}={typed.strip('[]')}" if group == "exp" else ""
+            raise ConfigError(group, typed, f"one of {', '.join(options)} (one {group}, not a list){hint}")
         if not isinstance(o.value(), (str, list, dict)) and not o.is_delete():
-            options = sorted(f.name.removesuffix(".yaml") for f in conf.joinpath(group).iterdir() if f.name.endswith(".yaml"))
-            raise ConfigError(group, (o.input_line or "").split("=", 1)[-1], f"one of {', '.join(options)}")
+            raise ConfigError(group, typed, f"one of {', '.join(options)}")
 
 
 def preflight(cfg: DictConfig, run_dir: Path) -> None:
@@ -130,14 +165,54 @@ def preflight(cfg: DictConfig, run_dir: Path) -> None:
     from .experiments import CACHE_USERS, NEEDS_CUDA
 
     config_mod.validate(cfg)
-    if cfg.device == "cuda" and cfg.exp.name not in NEEDS_CUDA:  # those record their designs skipped instead
-        import torch
-
-        if not torch.cuda.is_available():
-            raise ConfigError("device", "cuda", "torch sees no CUDA device here; use device=cpu or device=auto")
+    if cfg.exp.name not in NEEDS_CUDA:  # those record their designs skipped instead
+        check_backend(cfg)
+    check_run_dir_path(run_dir)
+    rundir.check_contents(run_dir)
     rundir.check_writable(run_dir, "run directory", "choose another with hydra.run.dir=...")
     if cfg.exp.name in CACHE_USERS:
         rundir.check_writable(cache_root(), "cache directory", "set ATTNBENCH_CACHE to a writable directory")
+
+
+def check_backend(cfg: DictConfig) -> None:
+    """The device exists, ``ATTNBENCH_BACKEND`` names a backend, and a Triton backend (asked by
+    ``backend=`` or that variable) has a CUDA device and triton to run on (TRITON_INTERPRET=1: the
+    CPU, tests only). Raises ConfigError."""
+    import importlib.util
+
+    import torch
+
+    from .kernels.backend import BACKENDS, env_backend
+
+    if cfg.device == "cuda" and not torch.cuda.is_available():
+        raise ConfigError("device", "cuda", "torch sees no CUDA device here; use device=cpu or device=auto")
+    try:
+        from_env = env_backend.__wrapped__()  # read now: the environment of this run, not a cached one
+    except ValueError:
+        raise ConfigError("ATTNBENCH_BACKEND", os.environ.get("ATTNBENCH_BACKEND"), f"one of {', '.join(BACKENDS)}") from None
+    field, backend = ("backend", str(cfg.backend)) if str(cfg.backend) != "auto" else ("ATTNBENCH_BACKEND", from_env)
+    if backend != "triton":
+        return
+    if importlib.util.find_spec("triton") is None:
+        raise ConfigError(field, "triton", "triton is not installed here (pip install 'attnbench[gpu]'); use backend=reference or auto")
+    on_cuda = cfg.device == "cuda" or (cfg.device == "auto" and torch.cuda.is_available())
+    if not on_cuda and os.environ.get("TRITON_INTERPRET") != "1":
+        raise ConfigError(
+            field,
+            "triton",
+            f"Triton kernels need a CUDA device and device={cfg.device} runs on the CPU here; use backend=reference or auto",
+        )
+
+
+def check_run_dir_path(run_dir: Path) -> None:
+    """A run directory's path must not hold a secret: a path cannot be masked where it is written
+    (the console, W&B's logs, the records' run_dir)."""
+    from .redact import holds_secret
+
+    if holds_secret(str(Path(run_dir).absolute())):
+        raise RunDirError(
+            "run directory's path holds a secret (an environment variable's credential); choose another with hydra.run.dir=..."
+        )
 
 
 def task_config(cfg: DictConfig) -> DictConfig:
@@ -162,9 +237,10 @@ def prepare(cfg: DictConfig, run_dir: Path) -> None:
 
 def prepare_or_exit(cfg: DictConfig, run_dir: Path) -> None:
     try:
+        OmegaConf.to_container(cfg, resolve=True)  # every interpolation resolves, or one line now
         prepare(cfg, run_dir)
-    except ConfigError as ex:
-        fail(str(ex), config=True)
+    except (ConfigError, HydraException, OmegaConfBaseException) as ex:
+        fail(one_line(ex), config=True)
     except RunDirError as ex:
         fail(str(ex))
     except KeyboardInterrupt:  # Ctrl-C while waiting for another run's lock: nothing started yet
@@ -181,13 +257,22 @@ class Guard(Callback):
 
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
         HydraConfig.instance().set_config(config)  # lets ${hydra:...} in hydra.run.dir resolve
-        prepare_or_exit(task_config(config), Path(str(config.hydra.run.dir)))
+        prepare_or_exit(task_config(config), job_dir(config, "run"))
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        """Every job of the sweep checked before any starts: one line per bad job, exit 2, nothing created."""
         try:
             rundir.check_writable(Path(str(config.hydra.sweep.dir)), "sweep directory", "choose another with hydra.sweep.dir=...")
         except RunDirError as ex:
             fail(str(ex))
+        except OmegaConfBaseException as ex:
+            fail(one_line(ex), config=True)
+        bad = sweep_errors(config)
+        if bad:
+            for line in bad:
+                print(f"attnbench: {line}", file=sys.stderr)
+            print(f"attnbench: {len(bad)} of the sweep's jobs cannot run; no job started", file=sys.stderr)
+            sys.exit(EXIT_BAD_INPUT)
 
     def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
         """Mask secrets in the files Hydra just wrote (.hydra/*.yaml hold the overrides as typed)."""
@@ -200,6 +285,58 @@ class Guard(Callback):
 
     def on_job_end(self, config: DictConfig, job_return: Any, **kwargs: Any) -> None:
         rundir.release(Path(str(config.hydra.runtime.output_dir)))
+
+
+def job_dir(config: DictConfig, mode: str) -> Path:
+    """A single run's directory (``mode`` "run") or a sweep job's (``mode`` "sweep"), resolved; exit 2
+    in one line when it does not resolve or is empty (an empty hydra.run.dir would be the current
+    directory)."""
+    try:
+        if mode == "run":
+            text = str(config.hydra.run.dir)
+            field = "hydra.run.dir"
+        else:
+            text = os.path.join(str(config.hydra.sweep.dir), str(config.hydra.sweep.subdir))
+            field = "hydra.sweep.dir"
+    except OmegaConfBaseException as ex:
+        fail(one_line(ex), config=True)
+    if not text.strip():
+        fail(f"{field}='': an empty run directory would be the current directory; name one (hydra.run.dir=DIR)", config=True)
+    return Path(text)
+
+
+def sweep_errors(config: DictConfig) -> list[str]:
+    """The one-line error of each bad job of the sweep ``config`` (its overrides split as the sweeper
+    splits them), each checked as ``Guard`` checks a single run, without creating anything."""
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+
+    from .runner import config_hash
+
+    loader = GlobalHydra.instance().config_loader()
+    parsed = OverridesParser.create().parse_overrides(typed_overrides(config.hydra))
+    jobs = [job for batch in BasicSweeper.split_arguments(parsed, None) for job in batch]
+    errors = []
+    for i, job in enumerate(jobs):
+        try:
+            check_group_choices(list(job))
+            job_cfg = loader.load_sweep_config(config, list(job))
+            with open_dict(job_cfg):
+                job_cfg.hydra.job.num = i
+            HydraConfig.instance().set_config(job_cfg)
+            task = task_config(job_cfg)
+            OmegaConf.to_container(task, resolve=True)
+            run_dir = Path(os.path.join(str(job_cfg.hydra.sweep.dir), str(job_cfg.hydra.sweep.subdir)))
+            preflight(task, run_dir)
+            if not task.force:
+                rundir.check_identity(run_dir, config_hash(task))
+        except (ConfigError, HydraException, OmegaConfBaseException) as ex:
+            errors.append(f"job {i} ({' '.join(job)}): config error: {one_line(ex)}")
+        except RunDirError as ex:
+            errors.append(f"job {i} ({' '.join(job)}): {ex}")
+    HydraConfig.instance().set_config(config)
+    return errors
 
 
 def config_error(overrides: list[str], check_dirs: bool = False) -> str | None:
@@ -220,7 +357,10 @@ def config_error(overrides: list[str], check_dirs: bool = False) -> str | None:
                 config_mod.validate(cfg)
                 return None
             HydraConfig.instance().set_config(cfg)
+            if not str(cfg.hydra.run.dir).strip():
+                return "hydra.run.dir='': an empty run directory would be the current directory; name one (hydra.run.dir=DIR)"
             task, run_dir = task_config(cfg), Path(str(cfg.hydra.run.dir))
+            OmegaConf.to_container(task, resolve=True)
             preflight(task, run_dir)
             if not task.force:
                 rundir.check_identity(run_dir, config_hash(task))
@@ -488,7 +628,7 @@ def report_main(argv: list[str]) -> int:
     """``report``: exit 0 with a report; 2 with one line on stderr for bad input, or when the report
     was written but left damaged lines out (one line per damaged results file)."""
     from .report import all_experiments, build_report, decision_report
-    from .report.data import ResultsError
+    from .report.data import EMPTY, NO_HEADER, ResultsError
 
     ap = OneLineParser(
         prog="python -m attnbench report", description="Write report.html and report.pdf from run directories' results.jsonl."
@@ -523,7 +663,8 @@ def report_main(argv: list[str]) -> int:
         if not args.no_pdf and res.pdf_error:
             print(f"report: no PDF: {res.pdf_error}", file=sys.stderr)
         for problem in res.problems:
-            print(f"attnbench: report: {problem}; those lines are left out of the report", file=sys.stderr)
+            left_out = "" if problem.endswith((NO_HEADER, EMPTY + "; left out")) else "; those lines are left out of the report"
+            print(f"attnbench: report: {problem}{left_out}", file=sys.stderr)
             damaged = True
     if not results:
         print(f"report: no results.jsonl under {args.root / 'experiments'}", file=sys.stderr)
@@ -531,6 +672,9 @@ def report_main(argv: list[str]) -> int:
 
 
 def main(argv: list[str] | None = None) -> None:
+    from .redact import mask_console
+
+    mask_console()  # every line on the console, errors and tracebacks included, has its secrets masked
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "report":
         sys.exit(report_main(argv[1:]))

@@ -1,33 +1,90 @@
-"""Keep secrets out of what attnbench writes: records, logs, reports, W&B config.
+"""Keep secrets out of what attnbench writes: records, logs, reports, W&B files, the console.
 
-A secret is the value of an environment variable whose name looks like a credential
-(WANDB_API_KEY, HF_TOKEN, ..._SECRET, ..._PASSWORD). Every writer passes its text through
-``redact`` (or its dict through ``redact_obj``), so even a config that interpolates
-``${oc.env:WANDB_API_KEY}`` by mistake never lands on disk with the key in it.
+A secret is the value of an environment variable that is a credential, recognised by its name
+(WANDB_API_KEY, HF_TOKEN, ..._SECRET, ..._PASSWORD, any name ending in _KEY) or by its value
+(the prefixes providers give their keys: ``sk-``, ``hf_``, ``ghp_``, ``xoxb-``, ``AKIA``, ...,
+and PEM private-key blocks). Every writer masks before it serialises (``redact_obj`` on the
+object, then ``redact`` on the text); ``redact`` also catches the forms a secret takes once
+escaped (JSON ``\\"`` and ``\\u00fc``, HTML ``&#34;``, Python ``\\xfc``, URL ``%20``), so even a
+config that interpolates ``${oc.env:WANDB_API_KEY}`` by mistake never lands on disk with the key
+in it. The CLI passes its console (stdout, stderr: every message and traceback) through
+``RedactingStream``.
 """
 
 from __future__ import annotations
 
+import html
+import io
+import json
 import os
 import re
-from typing import Any, Mapping
+import urllib.parse
+from functools import lru_cache
+from typing import Any, Mapping, TextIO
 
-SECRET_NAME = re.compile(r"(API_?KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH)", re.IGNORECASE)
+SECRET_NAME = re.compile(r"(API_?KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH|PRIVATE|_KEY$)", re.IGNORECASE)
+# values that are credentials whatever their variable is called (providers' documented key prefixes)
+SECRET_VALUE = re.compile(
+    r"^(sk-|sk_(live|test)_|rk_(live|test)_|hf_|ghp_|gho_|ghu_|ghs_|ghr_|github_pat_|glpat-|xox[abposr]-|AKIA|ASIA|AIza|ya29\.)"
+    r"|-----BEGIN [A-Z ]*PRIVATE KEY-----"
+)
 MIN_LEN = 8  # shorter values ("1", "true") would redact ordinary text
 MASK = "***redacted***"
 
 
+def is_secret(name: str, value: str) -> bool:
+    """Whether the environment variable ``name=value`` holds a credential."""
+    return len(value) >= MIN_LEN and bool(SECRET_NAME.search(name) or SECRET_VALUE.search(value))
+
+
 def secret_values(env: Mapping[str, str] | None = None) -> list[str]:
-    """Values of credential-looking environment variables, longest first."""
+    """Values of credential environment variables, longest first."""
     env = os.environ if env is None else env
-    found = {v for k, v in env.items() if SECRET_NAME.search(k) and len(v) >= MIN_LEN}
+    return _values(tuple(sorted(env.items())))
+
+
+@lru_cache(maxsize=8)
+def _values(items: tuple[tuple[str, str], ...]) -> list[str]:
+    found = {v for k, v in items if is_secret(k, v)}
     return sorted(found, key=len, reverse=True)
 
 
+def forms(secret: str) -> list[str]:
+    """``secret`` as written raw and in the escaped forms serialisers give it, longest first."""
+    out = {
+        secret,
+        json.dumps(secret)[1:-1],  # \" \\ \u00fc
+        json.dumps(secret, ensure_ascii=False)[1:-1],
+        html.escape(secret),  # &quot; &#x27;
+        html.escape(secret).replace("&quot;", "&#34;").replace("&#x27;", "&#39;"),  # Jinja / markupsafe
+        secret.encode("unicode_escape").decode("ascii"),  # \xfc
+        repr(secret)[1:-1],
+        urllib.parse.quote(secret, safe=""),
+        urllib.parse.quote_plus(secret, safe=""),
+    }
+    upper_hex = re.sub(r"\\x([0-9a-f]{2})", lambda m: "\\x" + m.group(1).upper(), secret.encode("unicode_escape").decode("ascii"))
+    out.add(upper_hex)
+    out.add(re.sub(r"\\u([0-9a-f]{4})", lambda m: "\\u" + m.group(1).upper(), json.dumps(secret)[1:-1]))
+    for line in secret.splitlines():  # a PEM block's lines, as a serialiser may break it up
+        if len(line.strip()) >= MIN_LEN * 4 and not line.startswith("-----"):
+            out.add(line.strip())
+    return sorted((f for f in out if len(f) >= MIN_LEN), key=len, reverse=True)
+
+
+@lru_cache(maxsize=8)
+def _all_forms(secrets: tuple[str, ...]) -> list[str]:
+    return sorted({f for s in secrets for f in forms(s)}, key=len, reverse=True)
+
+
 def redact(text: str, secrets: list[str] | None = None) -> str:
-    for value in secret_values() if secrets is None else secrets:
-        text = text.replace(value, MASK)
+    for value in _all_forms(tuple(secret_values() if secrets is None else secrets)):
+        if value in text:
+            text = text.replace(value, MASK)
     return text
+
+
+def holds_secret(text: str, secrets: list[str] | None = None) -> bool:
+    return redact(text, secrets) != text
 
 
 def redact_obj(obj: Any, secrets: list[str] | None = None) -> Any:
@@ -43,5 +100,52 @@ def redact_obj(obj: Any, secrets: list[str] | None = None) -> Any:
 
 
 def scrubbed_env(keep: tuple[str, ...] = ()) -> dict[str, str]:
-    """os.environ without credential-looking variables (except those named in ``keep``)."""
-    return {k: v for k, v in os.environ.items() if k in keep or not SECRET_NAME.search(k)}
+    """os.environ without credential variables (except those named in ``keep``)."""
+    return {k: v for k, v in os.environ.items() if k in keep or not is_secret(k, v)}
+
+
+class RedactingStream(io.TextIOBase):
+    """A text stream that masks secrets in what it writes, line by line (a secret split over two
+    writes of one line is still caught), then writes to ``inner``."""
+
+    def __init__(self, inner: TextIO):
+        self.inner, self._pending = inner, ""
+
+    def write(self, text: str) -> int:
+        self._pending += text
+        if "\n" in self._pending:
+            head, self._pending = self._pending.rsplit("\n", 1)
+            self.inner.write(redact(head + "\n"))
+        if len(self._pending) > 8192:  # no newline for long: write it as it is (masked)
+            self.inner.write(redact(self._pending))
+            self._pending = ""
+        return len(text)
+
+    def flush(self) -> None:
+        if self._pending:
+            self.inner.write(redact(self._pending))
+            self._pending = ""
+        self.inner.flush()
+
+    def isatty(self) -> bool:
+        return self.inner.isatty()
+
+    def fileno(self) -> int:
+        return self.inner.fileno()
+
+    @property
+    def encoding(self):
+        return getattr(self.inner, "encoding", "utf-8")
+
+    def writable(self) -> bool:
+        return True
+
+
+def mask_console() -> None:
+    """Pass sys.stdout and sys.stderr through ``RedactingStream`` (once)."""
+    import sys
+
+    for name in ("stdout", "stderr"):
+        stream = getattr(sys, name)
+        if stream is not None and not isinstance(stream, RedactingStream):
+            setattr(sys, name, RedactingStream(stream))

@@ -8,14 +8,24 @@
   rather than flock because they also hold across NFS, where cluster run directories live.
 - ``check_identity``: a directory whose results.jsonl holds records of another config hash is
   refused in one line naming both hashes; ``force=true`` sets that file aside
-  (results.jsonl.superseded-<time>) and starts afresh, so configs are never mixed in one file.
+  (results.jsonl.superseded-<time>, and its W&B runs to wandb.superseded-<time>/) and starts
+  afresh, so configs are never mixed in one file.
+- ``dir_name``: a run directory's name from the overrides typed (``${attnbench_dirname:}`` in
+  conf/config.yaml, in place of Hydra's override_dirname): free text, a value with a character
+  a path cannot hold plainly, an interpolation or a secret is named by a hash of its text, and the
+  name stays within a file name's length, so no value puts a run directory outside runs/.
+- ``check_contents``: what is already in a run directory (results.jsonl, .attnbench.lock, .hydra)
+  is of the kind a run needs, checked before anything is created.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import errno
 import fcntl
+import hashlib
 import os
+import re
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +35,11 @@ from .results import scan
 
 LOCK_NAME = ".attnbench.lock"
 RESULTS = "results.jsonl"
+HYDRA_DIR = ".hydra"
+# options that carry free text (and every *.description): never part of a directory's name, only a hash of it
+FREE_TEXT = ("wandb.tags", "wandb.group", "wandb.project", "wandb.entity")
+PLAIN = re.compile(r"[A-Za-z0-9_.,=+\-\[\]:@]*")  # a value written as it is in a directory name
+NAME_MAX = 200  # bytes: below every common filesystem's 255, leaving room for Hydra's suffixes
 
 
 class RunDirError(Exception):
@@ -47,6 +62,73 @@ def check_writable(path: Path, what: str, hint: str) -> None:
         raise RunDirError(f"{what} {path}: cannot write in {base} ({ex.strerror}); {hint}") from None
     os.close(fd)
     os.unlink(probe)
+
+
+def _hash(text: str) -> str:
+    return "sha-" + hashlib.sha256(text.encode()).hexdigest()[:10]
+
+
+def dir_name(overrides: list[str], exclude_keys: list[str], item_sep: str = ",", kv_sep: str = "=") -> str:
+    """The run directory's name for the task ``overrides`` (as typed), Hydra's override_dirname made
+    safe: sorted ``key=value`` items without ``exclude_keys``; an item whose value is free text, is
+    not PLAIN, or holds a secret is ``key=sha-<hash of the item>``; a name over NAME_MAX bytes keeps
+    its start and ends with a hash of the whole."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    from .redact import holds_secret
+
+    items = []
+    for line in overrides:
+        try:
+            key = OverridesParser.create().parse_override(line).key_or_group
+        except Exception:  # Hydra's own parse reports a bad override; name it by its hash
+            key = line.split("=", 1)[0].lstrip("+~")
+        if key in exclude_keys:
+            continue
+        value = line.split("=", 1)[1] if "=" in line else ""
+        prefix = line[: len(line) - len(value)] if "=" in line else line
+        free = key in FREE_TEXT or key.endswith(".description")
+        if free or not PLAIN.fullmatch(value) or not PLAIN.fullmatch(prefix) or holds_secret(line) or value in (".", ".."):
+            line = f"{prefix if PLAIN.fullmatch(prefix) else key + '='}{_hash(line)}"
+        items.append(line)
+    name = re.sub("=", kv_sep, item_sep.join(sorted(items)))
+    if len(name.encode()) > NAME_MAX:
+        name = name.encode()[: NAME_MAX - 20].decode(errors="ignore") + "," + _hash(name)
+    return name
+
+
+def check_contents(run_dir: Path) -> None:
+    """Stop (RunDirError) when what ``run_dir`` holds is not what a run can use: results.jsonl or
+    .attnbench.lock not a regular file (or unreadable, or read-only), .hydra not a directory, a
+    symlink loop. Creates nothing."""
+    run_dir = Path(run_dir).absolute()
+    hint = "move it aside, or choose another directory with hydra.run.dir=..."
+    try:
+        for parent in (run_dir, *run_dir.parents):
+            parent.exists()  # raises on a symlink loop
+            if parent.is_symlink() and not parent.exists():
+                raise OSError(errno.ELOOP, "a broken or looping symbolic link", str(parent))
+        if not run_dir.exists():
+            return
+        for name, want in ((RESULTS, "file"), (LOCK_NAME, "file"), (HYDRA_DIR, "directory")):
+            path = run_dir / name
+            if not os.path.lexists(path):
+                continue
+            if path.is_symlink() and not path.exists():
+                raise RunDirError(f"run directory {run_dir}: {name} is a broken or looping symbolic link; {hint}")
+            kind = "directory" if path.is_dir() else "file" if path.is_file() else "special file"
+            if kind != want:
+                raise RunDirError(f"run directory {run_dir}: {name} is a {kind}, not a {want}; {hint}")
+            if want == "file":
+                try:
+                    fd = os.open(path, os.O_RDWR)
+                except OSError as ex:
+                    raise RunDirError(f"run directory {run_dir}: {name} cannot be read and written ({ex.strerror}); {hint}") from None
+                os.close(fd)
+    except OSError as ex:
+        if ex.errno == errno.ELOOP:
+            raise RunDirError(f"run directory {run_dir}: a broken or looping symbolic link at {ex.filename or run_dir}; {hint}") from None
+        raise RunDirError(f"run directory {run_dir}: {ex.strerror or ex}; {hint}") from None
 
 
 @dataclass
@@ -132,4 +214,7 @@ def check_identity(run_dir: Path, config_hash: str, *, force: bool = False, say:
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
     aside = results.with_name(f"{RESULTS}.superseded-{stamp}")
     results.rename(aside)
+    wandb_dir = results.with_name("wandb")
+    if wandb_dir.is_dir():  # its W&B runs go aside with its records
+        wandb_dir.rename(results.with_name(f"wandb.superseded-{stamp}"))
     say(f"attnbench: force=true: records of config {', '.join(others)} moved to {aside}; starting afresh")

@@ -20,16 +20,24 @@ What a W&B run holds (names are stable; dashboards key on them, see attnbench.da
 One more run per experiment, ``<exp>/report`` (job_type report), holds the report's figures as
 images under ``figures/<id>``.
 
+One W&B run per (experiment, design, seed) and config: its id is a hash of them (``run_id``), so a
+rerun, a resumed run or a second identical run logs the same run again; offline, the copy written
+last replaces the older ones (RUN_DIR/wandb/offline-run-*-<id>), and a run's id never collides
+with another config's. ``force=true`` moves the superseded config's runs aside with its records
+(attnbench/rundir.py). The printed ``wandb sync`` command names exactly the current runs.
+
 Re-log a run directory by hand:  python -m attnbench.tracking RUN_DIR --mode offline
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import math
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -184,6 +192,30 @@ def _table_value(v):
     return v if isinstance(v, (int, float, str, bool)) or v is None else json.dumps(v)
 
 
+def run_id(config_hash: str | None, *parts: object) -> str:
+    """The W&B run id of (config, experiment, design, seed), or of (config, experiment, "report")."""
+    return hashlib.sha256(json.dumps([config_hash, *[str(p) for p in parts]]).encode()).hexdigest()[:20]
+
+
+def keep_latest(run_dir: str | Path, ids: dict[str, Path]) -> None:
+    """Offline: remove the older copies of each run just written (same id, another directory)."""
+    for f in (Path(run_dir) / "wandb").glob("offline-run-*"):
+        for rid, latest in ids.items():
+            if f.name.endswith("-" + rid) and f.resolve() != latest.resolve():
+                shutil.rmtree(f, ignore_errors=True)
+
+
+def sync_command(run_dirs: list[Path], written: list[Path]) -> str:
+    """``wandb sync`` for exactly the runs ``written``: a glob per run directory where its wandb/
+    holds only them, else their directories one by one."""
+    parts = []
+    for d in run_dirs:
+        ours = {p.resolve() for p in written if p.parent.resolve() == (d / "wandb").resolve()}
+        present = {p.resolve() for p in (d / "wandb").glob("offline-run-*")}
+        parts += [f"{d / 'wandb'}/offline-run-*"] if present == ours else sorted(str(p) for p in written if p.resolve() in ours)
+    return "wandb sync " + " ".join(parts)
+
+
 def log_runs(paths: list[Path], wcfg: dict) -> list[str]:
     import wandb
 
@@ -204,8 +236,10 @@ def log_runs(paths: list[Path], wcfg: dict) -> list[str]:
     mode = wcfg.get("mode", "offline")
     written = []
 
-    def init(run_dir: str, exp: str, name: str, job_type: str, config: dict, tags: list[str]):
+    def init(run_dir: str, exp: str, name: str, job_type: str, config: dict, tags: list[str], rid: str):
         return wandb.init(
+            id=rid,
+            resume="allow" if mode == "online" else None,
             project=wcfg.get("project") or "attnbench",
             entity=wcfg.get("entity"),
             mode=mode,
@@ -234,7 +268,8 @@ def log_runs(paths: list[Path], wcfg: dict) -> list[str]:
             "hardware": h.get("hardware"),
             "run_dir": run_dir,
         }
-        run = init(run_dir, exp, f"{exp}/{design}/seed{seed_txt}", exp, config, [exp, str(design)])
+        rid = run_id(h.get("config_hash") or run_dir, exp, design, seed_txt)
+        run = init(run_dir, exp, f"{exp}/{design}/seed{seed_txt}", exp, config, [exp, str(design)], rid)
         run.define_metric("train/step")
         run.define_metric("train/*", step_metric="train/step")
         run.define_metric("context_len")
@@ -274,7 +309,7 @@ def log_runs(paths: list[Path], wcfg: dict) -> list[str]:
         summary["records/failed"] = int((g["status"] == "failed").sum())
         run.summary.update(summary)
         written.append(run.id)
-        run.finish()
+        finish(run, run_dir)
 
     for run_dir, h in headers.items():  # the report's figures, one run per experiment run directory
         figs = sorted((Path(run_dir) / FIGURE_DIR).glob("*.png"))
@@ -288,11 +323,25 @@ def log_runs(paths: list[Path], wcfg: dict) -> list[str]:
             "report",
             {**(h.get("config") or {}), "experiment": exp, "design": "all", "config_hash": h.get("config_hash"), "run_dir": run_dir},
             [exp, "report"],
+            run_id(h.get("config_hash") or run_dir, exp, "report"),
         )
         run.log({f"figures/{f.stem}": wandb.Image(str(f), caption=f.stem) for f in figs})
         written.append(run.id)
-        run.finish()
+        finish(run, run_dir)
     return written
+
+
+def finish(run, run_dir: str | Path) -> None:
+    """Finish ``run``; offline, then drop the older copies of it (see ``keep_latest``)."""
+    sync_dir = Path(run.settings.sync_dir) if getattr(run.settings, "sync_dir", None) else None
+    rid = run.id
+    run.finish()
+    if sync_dir is not None and sync_dir.name.startswith("offline-run-"):
+        keep_latest(run_dir, {rid: sync_dir})
+        _written_dirs.append(sync_dir)
+
+
+_written_dirs: list[Path] = []
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -322,7 +371,7 @@ def main(argv: list[str] | None = None) -> int:
     if wcfg.get("mode", "offline") == "online":
         print(f"W&B: {len(ids)} runs logged online to project {wcfg.get('project')}")
     else:
-        print(f"W&B: {len(ids)} offline runs in {where}; upload later with `wandb sync {where}/offline-run-*`")
+        print(f"W&B: {len(ids)} offline runs in {where}; upload later with `{sync_command(args.run_dirs, _written_dirs)}`")
     return 0
 
 

@@ -100,6 +100,12 @@ def unwritable_dir(tmp_path: Path) -> Path:
         ("run directory below a file", ["hydra.run.dir={tmp}/file/run"], "is a file"),
         ("run directory in an unwritable directory", ["hydra.run.dir={unwritable}/run"], "cannot write"),
         ("cache below a file", ["ATTNBENCH_CACHE={tmp}/file/cache", "+exp=train"], "cache directory"),
+        ("triton on a CPU-only machine", ["backend=triton", "device=cpu"], "backend='triton'"),
+        ("an unknown ATTNBENCH_BACKEND", ["ATTNBENCH_BACKEND=bogus"], "ATTNBENCH_BACKEND='bogus'"),
+        ("an unset environment variable", ["seed=${{oc.env:ATTNBENCH_UNSET_VARIABLE}}"], "seed: its interpolation does not resolve"),
+        ("an interpolation to no key", ["exp.seq_len=${{model.nonexistent}}"], "exp.seq_len: its interpolation does not resolve"),
+        ("a list where one experiment goes", ["+exp=[smoke,kv_memory]"], "one exp, not a list"),
+        ("an empty run directory", ["hydra.run.dir="], "hydra.run.dir=''"),
     ],
 )
 def test_bad_input_stops_in_one_line_and_leaves_nothing(tmp_path, case, args, field):
@@ -108,6 +114,8 @@ def test_bad_input_stops_in_one_line_and_leaves_nothing(tmp_path, case, args, fi
     if any("{unwritable}" in a for a in args):
         subs["unwritable"] = unwritable_dir(tmp_path)
     args = [a.format(**subs) for a in args]
+    if "device=cpu" in args and "backend=triton" in args and os.environ.get("TRITON_INTERPRET") == "1":
+        pytest.skip("TRITON_INTERPRET=1 runs Triton on the CPU")
     env = {**os.environ, **dict(a.split("=", 1) for a in args if a.startswith("ATTNBENCH_"))}
     overrides = [a for a in args if not a.startswith("ATTNBENCH_")]
     if not any(a.startswith("+exp=") for a in overrides):
@@ -122,6 +130,67 @@ def test_bad_input_stops_in_one_line_and_leaves_nothing(tmp_path, case, args, fi
     assert res.returncode == 2 and len(lines) == 1 and "Traceback" not in res.stderr, (case, res.stderr[-3000:])
     assert lines[0].startswith("attnbench: ") and field in lines[0], (case, lines[0])
     assert sorted(tmp_path.rglob("*")) == before, case  # no run directory, no .hydra/, no log file
+
+
+@pytest.mark.parametrize(
+    "case, make, field",
+    [
+        ("results.jsonl is a directory", lambda d: (d / "results.jsonl").mkdir(), "results.jsonl is a directory"),
+        ("the lock is a directory", lambda d: (d / ".attnbench.lock").mkdir(), ".attnbench.lock is a directory"),
+        ("a file named .hydra", lambda d: (d / ".hydra").write_text("x\n"), ".hydra is a file"),
+        ("results.jsonl a broken link", lambda d: (d / "results.jsonl").symlink_to(d / "nowhere"), "broken or looping"),
+        ("a symlink loop", lambda d: (d.rmdir(), (d.parent / "loop").symlink_to(d), d.symlink_to(d.parent / "loop")), "looping"),
+    ],
+)
+def test_run_directory_contents_of_the_wrong_kind_stop_in_one_line(tmp_path, case, make, field):
+    """What a run directory already holds is checked before work: exit 2, one line, nothing created."""
+    run = tmp_path / "run"
+    run.mkdir()
+    make(run)
+    before = sorted(os.path.lexists(p) and str(p) for p in tmp_path.rglob("*"))
+    res = run_cli("+exp=smoke", f"hydra.run.dir={run}", cwd=tmp_path)
+    lines = [l for l in res.stderr.splitlines() if l.strip()]
+    assert res.returncode == 2 and len(lines) == 1 and "Traceback" not in res.stderr, (case, res.stderr[-3000:])
+    assert field in lines[0], (case, lines[0])
+    assert sorted(os.path.lexists(p) and str(p) for p in tmp_path.rglob("*")) == before, case
+
+
+def test_a_sweep_with_bad_jobs_starts_none(tmp_path):
+    """Every job of a sweep is checked before any starts: one line per bad job, nothing created."""
+    res = run_cli("-m", "+exp=smoke", "seed=-1,0,${oc.env:ATTNBENCH_UNSET_VARIABLE}", f"hydra.sweep.dir={tmp_path}/sweep", cwd=tmp_path)
+    lines = [l for l in res.stderr.splitlines() if l.strip()]
+    assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr[-3000:]
+    assert len(lines) == 3 and "job 0 (+exp=smoke seed=-1)" in lines[0] and "seed=-1" in lines[0], lines
+    assert "job 2" in lines[1] and "does not resolve" in lines[1] and "2 of the sweep's jobs" in lines[2], lines
+    assert not (tmp_path / "sweep").exists() and not (tmp_path / "multirun").exists()
+
+
+@pytest.mark.parametrize(
+    "overrides, want",
+    [
+        (["exp.description=../../../../escape"], "runs/smoke/exp.description=sha-"),
+        (["exp.description=" + "x" * 300], "runs/smoke/exp.description=sha-"),
+        (["exp.description=desc hf_SECRETabcdef123456"], "runs/smoke/exp.description=sha-"),
+        (["seed=${oc.env:HOME}"], "runs/smoke/seed=sha-"),
+        (["model.d_model=" + "9" * 300], "runs/smoke/model.d_model=999"),
+        (["design=softmax", "seed=1"], "runs/smoke/design=softmax,seed=1"),
+    ],
+)
+def test_free_text_never_names_a_run_directory(overrides, want):
+    """A run directory's name holds no free text, no interpolated value and no path: those are
+    hashed; it stays under runs/ and within a file name's length (attnbench/rundir.py dir_name)."""
+    from hydra import compose, initialize_config_module
+    from hydra.core.hydra_config import HydraConfig
+
+    import attnbench.cli  # noqa: F401  (registers ${attnbench_dirname:})
+
+    with initialize_config_module(config_module="attnbench.conf", version_base="1.3"):
+        cfg = compose(config_name="config", overrides=["+exp=smoke", *overrides], return_hydra_config=True)
+        HydraConfig.instance().set_config(cfg)
+        run_dir = str(cfg.hydra.run.dir)
+    assert run_dir.startswith(want), run_dir
+    name = run_dir.split("/", 2)[2]
+    assert "/" not in name and ".." not in name and len(name.encode()) <= 200 and "SECRET" not in name and "escape" not in name
 
 
 def results_file(tmp_path: Path) -> Path:
@@ -294,3 +363,48 @@ def test_runs_keep_freed_memory_where_glibc_allows():
 
     applies = sys.platform.startswith("linux") and platform.libc_ver()[0] == "glibc"
     assert keep_freed_memory() is applies
+
+
+def test_report_answers_a_missing_header_and_empty_files_alike_for_a_file_or_its_directory(tmp_path):
+    """A missing header, an empty file, a directory of empty files: exit 2 and one line, the same
+    whether the directory or the file is named; a caveat where the report is still written."""
+    import contextlib
+    import io
+
+    from attnbench.cli import report_main
+
+    from report_fixtures import write_run
+
+    def report(*argv):
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+            try:
+                code = report_main([*map(str, argv), "--no-pdf"])
+            except SystemExit as ex:
+                code = ex.code
+        return code, [l for l in err.getvalue().splitlines() if l.strip()]
+
+    run = write_run(tmp_path / "headless")
+    path = run / "results.jsonl"
+    path.write_text("".join(path.read_text().splitlines(keepends=True)[1:]))
+    for named in (run, path):
+        code, lines = report(named)
+        assert code == 2 and len(lines) == 1 and "no header line" in lines[0], (named, lines)
+        assert "Results file:" in (run / "report.html").read_text() and "no header line" in (run / "report.html").read_text()
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "results.jsonl").write_text("")
+    answers = {tuple(report(named)[1]) for named in (empty, empty / "results.jsonl")}
+    assert len(answers) == 1 and report(empty)[0] == report(empty / "results.jsonl")[0] == 2, answers
+    (line,) = answers.pop()
+    assert "empty: no header or record line" in line
+    sweep = tmp_path / "sweep"
+    for job in ("a", "b"):
+        (sweep / job).mkdir(parents=True)
+        (sweep / job / "results.jsonl").write_text("")
+    code, lines = report(sweep)
+    assert code == 2 and len(lines) == 1 and "every one empty" in lines[0], lines
+    write_run(sweep / "c")  # one good run beside them: its report, the empty ones named
+    code, lines = report(sweep)
+    assert code == 2 and len(lines) == 2 and all("empty: no header or record line" in l for l in lines), lines
+    assert (sweep / "report.html").read_text().count("Results file:") == 2

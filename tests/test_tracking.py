@@ -85,10 +85,49 @@ def test_failing_wandb_is_bounded_and_harmless(tmp_path, monkeypatch):
     assert not any(FAKE_KEY.encode() in f.read_bytes() for f in run.rglob("*") if f.is_file())
 
 
+ODD = 'sk-SECRET"quo\\te 12345ü'  # a quote, a backslash, a space, a non-ASCII character
+PEM = "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQAAAAAAAAABAAAAMwAAAAtzc2gtZW\n-----END OPENSSH PRIVATE KEY-----"
+
+
+def test_secrets_are_recognised_by_value_and_masked_in_every_escaped_form():
+    import html
+    import json
+
+    from attnbench.redact import MASK, redact, secret_values
+
+    env = {"OPENAI_KEY": "sk-abcdefghijklmnop", "SSH_PRIVATE_KEY": PEM, "SOMETHING": "hf_abcdefghijklmnop", "ODD": ODD}
+    env |= {"GIT_COMMIT": "0123456789abcdef0123", "PATH": "/usr/bin:/bin", "HOME": "/root"}
+    secrets = secret_values(env)
+    assert set(secrets) == {env["OPENAI_KEY"], PEM, env["SOMETHING"], ODD}  # the commit, PATH and HOME are not secrets
+    for text in (json.dumps(ODD), json.dumps(ODD, ensure_ascii=False), html.escape(ODD), repr(ODD), json.dumps(PEM), "x" + ODD):
+        assert redact(text, secrets).count(MASK) == 1 and "SECRET" not in redact(text, secrets), text
+    jinja = str(__import__("markupsafe").escape(ODD))
+    assert "SECRET" not in redact(jinja, secrets) and "SECRET" not in redact(
+        ODD.encode("unicode_escape").decode().replace("\\xfc", "\\xFC"), secrets
+    )
+    assert redact("commit 0123456789abcdef0123", secrets) == "commit 0123456789abcdef0123"
+
+
+def test_secrets_never_reach_the_console_or_a_run_directory_name(tmp_path):
+    """A config error holding a secret and a secret in hydra.run.dir: one line, masked, nothing created."""
+    env = {**os.environ, "OPENAI_KEY": "sk-abcdefghijklmnop0123"}
+    for args, want in (
+        (["exp.budget=sk-abcdefghijklmnop0123"], "exp.budget='***redacted***'"),
+        ([f"hydra.run.dir={tmp_path}/run-sk-abcdefghijklmnop0123"], "holds a secret"),
+    ):
+        res = subprocess.run(
+            [sys.executable, "-m", "attnbench", "+exp=smoke", *args], capture_output=True, text=True, timeout=600, cwd=tmp_path, env=env
+        )
+        lines = [l for l in res.stderr.splitlines() if l.strip()]
+        assert res.returncode == 2 and len(lines) == 1 and want in lines[0], res.stderr[-2000:]
+        assert "abcdefghijklmnop" not in res.stdout + res.stderr and not list(tmp_path.iterdir())
+
+
 @pytest.mark.slow
 def test_no_secret_reaches_records_logs_reports_or_wandb(tmp_path):
-    """A real run with a key in the environment, and a config that even interpolates it."""
-    env = {**os.environ, "WANDB_API_KEY": FAKE_KEY, "HF_TOKEN": "hf_" + "x" * 30}
+    """A real run with keys in the environment (by name, by value, with quotes, backslashes, spaces
+    and non-ASCII characters), and a config that even interpolates them; every byte written is read."""
+    env = {**os.environ, "WANDB_API_KEY": FAKE_KEY, "HF_TOKEN": "hf_" + "x" * 30, "OPENAI_KEY": ODD, "SSH_PRIVATE_KEY": PEM}
     run = tmp_path / "run"
     res = subprocess.run(
         [
@@ -98,8 +137,8 @@ def test_no_secret_reaches_records_logs_reports_or_wandb(tmp_path):
             "+exp=smoke",
             "design=softmax",
             "threads=1",
-            "exp.description=${oc.env:WANDB_API_KEY}",
-            "wandb.tags=[${oc.env:WANDB_API_KEY}]",
+            "exp.description=${oc.env:WANDB_API_KEY} ${oc.env:OPENAI_KEY}",
+            "wandb.tags=[${oc.env:WANDB_API_KEY},${oc.env:OPENAI_KEY}]",
             f"wandb.group=g-{env['HF_TOKEN']}",
             f"hydra.run.dir={run}",
         ],  # typed out: Hydra's .hydra/ holds it
@@ -113,10 +152,14 @@ def test_no_secret_reaches_records_logs_reports_or_wandb(tmp_path):
     files = [f for f in run.rglob("*") if f.is_file()]
     assert {"results.jsonl", "report.html", "cli.log"} <= {f.name for f in files}
     assert any(f.suffix == ".wandb" for f in files), "no offline W&B run was written"
-    for secret in (FAKE_KEY, env["HF_TOKEN"]):
-        assert secret not in res.stdout + res.stderr
-        leaked = [str(f) for f in files if secret.encode() in f.read_bytes()]
-        assert not leaked, leaked
+    import html
+    import json
+
+    for secret in (FAKE_KEY, env["HF_TOKEN"], ODD, PEM):
+        for form in {secret, json.dumps(secret)[1:-1], json.dumps(secret, ensure_ascii=False)[1:-1], html.escape(secret), "SECRET"}:
+            assert form not in res.stdout + res.stderr, form
+            leaked = [str(f) for f in files if form.encode() in f.read_bytes()]
+            assert not leaked, (form, leaked)
     assert "***redacted***" in (run / "results.jsonl").read_text()  # the interpolated key was caught
 
 
@@ -189,3 +232,23 @@ def test_dashboard_cli(tmp_path):
         [sys.executable, "-m", "attnbench", "dashboard", "project=p"], capture_output=True, text=True, timeout=60, cwd=tmp_path
     )
     assert bad.returncode == 2 and "entity=E" in bad.stderr
+
+
+def test_one_wandb_run_per_cell_set_and_config(tmp_path):
+    """Logging a run directory again (a rerun, a resumed run, a second identical run) replaces its
+    offline runs instead of adding copies; the sync command names exactly the current runs; a
+    superseded config's runs go aside with its records (force=true)."""
+    from attnbench import rundir
+
+    run = write_run(tmp_path / "run", exp="fixture")
+    first = log_in_child(run, {"mode": "offline"}, timeout_s=300)
+    assert first.startswith("W&B: 6 offline runs"), first
+    ids = sorted(p.name.rsplit("-", 1)[1] for p in (run / "wandb").glob("offline-run-*"))
+    (run / "wandb" / "offline-run-20000101_000000-stale").mkdir()  # another config's copy, by hand
+    again = log_in_child(run, {"mode": "offline"}, timeout_s=300)
+    runs = sorted((run / "wandb").glob("offline-run-*"))
+    assert len(runs) == 7 and sorted(p.name.rsplit("-", 1)[1] for p in runs if not p.name.endswith("stale")) == ids
+    assert "offline-run-*" not in again and all(str(p) in again for p in runs if not p.name.endswith("stale")), again
+    assert "stale" not in again
+    rundir.check_identity(run, "another-config", force=True, say=lambda line: None)
+    assert not (run / "wandb").exists() and len(list(run.glob("wandb.superseded-*/offline-run-*"))) == 7

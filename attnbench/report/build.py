@@ -29,7 +29,7 @@ from attnbench import __version__
 from attnbench.redact import redact
 
 from .claims import SEED_RULE, judge_all
-from .data import FIGURE_DIR, NOT_MEASURED, RunData, fmt_len, haystack_counts, is_preset, load
+from .data import EMPTY, FIGURE_DIR, NO_HEADER, NOT_MEASURED, RunData, fmt_len, haystack_counts, is_preset, load
 from .figures import FIGURES, render
 from .pdf import PdfError, html_to_pdf
 from .tables import DECISION_METRICS, decision_table, other_table, presets_table, training_table
@@ -294,6 +294,9 @@ def caveats(data: RunData) -> list[str]:
                 f"{f.get('error') or 'no error recorded'}. Its records up to the failure are shown."
             )
     for problem in data.problems:
+        if problem.endswith((NO_HEADER, EMPTY + "; left out")):
+            out.append(f"Results file: {problem}.")
+            continue
         out.append(
             f"Damaged results: {problem}. Damaged lines and the records of cells that are not whole are left out, "
             f"duplicate records are counted once; rerunning the run redoes the cells that are not whole and repairs the file."

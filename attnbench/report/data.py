@@ -99,6 +99,12 @@ class ResultsError(ValueError):
     """A path given to the report that holds no results file (the message is one line)."""
 
 
+# what ``load`` says of a results file that is empty, or has records but no header (a problem:
+# exit 2 and a caveat, whether the file or its directory is named)
+EMPTY = "empty: no header or record line"
+NO_HEADER = "no header line: the run's config, hardware, versions and seeds are unknown; its records are shown"
+
+
 def find_results(paths: Iterable[Path | str]) -> list[Path]:
     """results.jsonl files: a run directory's own, or every one below a sweep directory."""
     found: list[Path] = []
@@ -119,17 +125,22 @@ def find_results(paths: Iterable[Path | str]) -> list[Path]:
 
 def load(names: Iterable[Path | str]) -> RunData:
     paths = [Path(p) for p in names]
-    files, given = find_results(paths), {p for p in paths if p.is_file()}  # an empty file named is an error
-    rows, headers, footers, problems = [], [], [], []
+    files = find_results(paths)
+    rows, headers, footers, problems, empty = [], [], [], [], []
     for f in files:
         run_dir = str(f.parent)
         found = scan(f)
-        if (found.lines or f in given) and not any(o.get("type") in ("header", "record") for o in found.objects):
+        if not found.lines:  # the same answer whether the file or its directory is named
+            empty.append(f)
+            continue
+        if not any(o.get("type") in ("header", "record") for o in found.objects):
             first = found.damaged[0] if found.damaged else None
             why = f" (line {first.no}: {first.problem})" if first else ""
             raise ResultsError(f"{f}: not an attnbench results file: no header or record line{why}")
         if found.summary():
             problems.append(found.summary())
+        elif not any(o.get("type") == "header" for o in found.objects):  # (damage names a damaged header itself)
+            problems.append(f"{f}: {NO_HEADER}")
         started = cpu = None  # the (re)start that wrote the records that follow: its header's time and CPU
         for obj in found.objects:
             kind = obj.get("type")
@@ -140,6 +151,11 @@ def load(names: Iterable[Path | str]) -> RunData:
                 started, cpu = obj.get("started"), (obj.get("hardware") or {}).get("cpu")
             elif kind == "footer":
                 footers.append({**obj, "run_dir": run_dir})
+    if empty and len(empty) == len(files):
+        raise ResultsError(
+            f"{empty[0]}: {EMPTY}" if len(empty) == 1 else f"{len(empty)} results files, every one {EMPTY} ({empty[0]}, ...)"
+        )
+    problems += [f"{f}: {EMPTY}; left out" for f in empty]
     df = pd.DataFrame(rows)
     for col in (*COLUMNS, "run_dir", "run_start", "cpu"):
         if col not in df.columns:
