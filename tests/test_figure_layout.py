@@ -103,3 +103,26 @@ def test_the_check_sees_overlaps_clipping_and_small_axes():
         small = Figure(figsize=(4, 3))
         small.add_axes((0.1, 0.1, 0.3, 0.3))
         assert problems(small) == ["the axes take 9% of the figure"]
+
+
+@pytest.mark.slow
+def test_every_figure_of_the_recorded_experiments_is_readable():
+    """The same checks on the records the repository ships (every experiments/<name>/ merged, as
+    the decision report draws them): real runs have more series, crossovers and lengths than
+    the fixtures (the latency figure's crossover labels once piled up over its series)."""
+    from pathlib import Path
+
+    from attnbench.report.build import experiment_dirs
+
+    root = Path(__file__).resolve().parents[1]
+    dirs = experiment_dirs(root)
+    if not dirs:
+        pytest.skip("no recorded experiments beside this checkout")
+    df = load(dirs).records
+    found = []
+    with matplotlib.style.context(F.STYLE):
+        for spec in F.FIGURES:
+            fig = spec.fn(df)
+            if fig is not None:
+                found += [f"{spec.id}: {p}" for p in problems(fig)[:4]]
+    assert not found, "; ".join(found)

@@ -45,8 +45,10 @@ from .style import (
     "latency",
     "Latency against context length (log-log), with crossovers",
     ("latency/prefill_ms", "latency/decode_ms", "crossover/prefill_len", "crossover/decode_len"),
-    "Median of repeats; whiskers p25-p75. Vertical lines: where a design becomes cheaper than its "
-    "baseline (crossover), shaded over its bracket; dashed lines are analytic (cost model).",
+    "Median of repeats; whiskers p25-p75. Vertical lines, in the design's colour: where it becomes cheaper "
+    "than its baseline (crossover), shaded over its bracket; solid where measured on that row's machine, "
+    "dashed where analytic (the cost model's, drawn only for a design with no measured crossover there). "
+    "Their lengths are in the summary table's crossover columns.",
 )
 def latency(df: pd.DataFrame) -> Figure | None:
     phases = [("prefill", "latency/prefill_ms", "crossover/prefill_len"), ("decode", "latency/decode_ms", "crossover/decode_len")]
@@ -78,19 +80,48 @@ def latency(df: pd.DataFrame) -> Figure | None:
                     meas = gg[(gg["status"] == "measured") & gg["p25_ms"].notna() & gg["p75_ms"].notna()]
                     if not meas.empty:
                         ax.vlines(meas["context_len"], meas["p25_ms"], meas["p75_ms"], color=color, lw=1)
-            x = metric(df, name_x)
-            _crossovers(ax, x[x["device"].isna() | (x["device"] == device)] if device else x, names)
+            statuses |= _crossovers(ax, _crossovers_of(metric(df, name_x), device, cpu), names)
             len_axis(ax)
             if not d.empty and (d["v"] > 0).any():
                 ax.set_yscale("log")
+            if d.empty:
+                ax.text(0.5, 0.5, f"no {phase} timings" + (" on this CPU" if cpu else ""), ha="center", va="center", transform=ax.transAxes)
+                ax.set_xticks([])
+                ax.set_yticks([])
             ax.set_title(phase + (f" ({device})" if device else "") + (f", {cpu}" if cpu else ""))
             ax.set_xlabel("context length (tokens)")
             ax.set_ylabel("ms" + (" per token" if phase == "decode" else ""))
+    labels = {label for ax in fig.axes for label in ax.get_legend_handles_labels()[1]}
+    rows = -(-(len(labels) + len(statuses)) // 3)  # the key's rows: a series per backend and scope can make many
+    fig.set_size_inches(fig.get_size_inches()[0], 3.2 * len(rows_of) + 0.19 * rows)  # the axes keep their height
     figure_legend(fig, statuses)
     return fig
 
 
-def _crossovers(ax, x: pd.DataFrame, names: list[str]) -> None:
+def _crossovers_of(x: pd.DataFrame, device: str | None, cpu: str | None) -> pd.DataFrame:
+    """The crossovers a latency panel draws: those of its device (and CPU, where rows are per
+    CPU); an analytic one only for a design with no measured one there, and only for the
+    panel's kind of hardware (the cost model's CPU profile on a CPU row, its GPU profiles on a
+    GPU row). Labels are left to the summary table: dozens of them pile up over the series."""
+    if x.empty:
+        return x
+    if device:
+        x = x[x["device"].isna() | (x["device"] == device)]
+    if cpu and "cpu" in x.columns:
+        x = x[x["cpu"].isna() | (x["cpu"].astype(str) == cpu)]
+    analytic = x["status"].isin(NOT_MEASURED) | (x["method"] == "analytic" if "method" in x.columns else False)
+    measured_designs = set(x.loc[~analytic, "design"])
+    keep = ~analytic | ~x["design"].isin(measured_designs)
+    if "hardware" in x.columns and device:
+        on_cpu = x["hardware"].astype(str).isin(("cpu", "this cpu"))
+        keep &= ~analytic | x["hardware"].isna() | (on_cpu if device == "cpu" else ~on_cpu)
+    return x[keep]
+
+
+def _crossovers(ax, x: pd.DataFrame, names: list[str]) -> set[str]:
+    """Draw each crossover as a vertical line in its design's colour (its bracket shaded); the
+    kinds drawn, for the legend (style.STATUS_HANDLES)."""
+    kinds = set()
     for _, r in x.iterrows():
         if pd.isna(r["v"]):
             continue
@@ -100,18 +131,8 @@ def _crossovers(ax, x: pd.DataFrame, names: list[str]) -> None:
         bracket = r.get("bracket")
         if isinstance(bracket, (list, tuple)) and len(bracket) == 2 and all(b is not None for b in bracket):
             ax.axvspan(bracket[0], bracket[1], color=color, alpha=0.10, lw=0)
-        how = "analytic" if analytic else "measured"
-        ax.annotate(
-            f"{r['design']} = {r.get('vs') or 'baseline'}: {fmt_len(r['v'])} ({how})",
-            (r["v"], 0.98),
-            xycoords=("data", "axes fraction"),
-            rotation=90,
-            va="top",
-            ha="right",
-            fontsize=6.5,
-            color=color,
-            bbox=dict(facecolor="white", edgecolor="none", alpha=0.75, pad=0.6),  # readable over the series it crosses
-        )
+        kinds.add("crossover analytic" if analytic else "crossover measured")
+    return kinds
 
 
 @figure(
@@ -277,7 +298,7 @@ def _memory_total(ax, total: pd.DataFrame, color_of: _MemoryColors) -> None:
         for i, (_, r) in enumerate(g.dropna(subset=["context_len"]).iterrows()):
             x = lens.index(r["context_len"]) + (k - (len(whos) - 1) / 2) * width
             ax.bar(x, _bar_value(r), width, **_bar_style(r["status"], color_of(r)), label=w if i == 0 else None)
-    ax.set_xticks(range(len(lens)), [fmt_len(x) for x in lens])
+    ax.set_xticks(range(len(lens)), [fmt_len(x) for x in lens], rotation=90 if len(lens) > 8 else 0)  # many lengths: upright labels collide
     if (t["v"] > 0).any():
         ax.set_yscale("log", base=2)
     _bytes_axis(ax.yaxis)

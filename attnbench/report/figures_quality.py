@@ -43,7 +43,8 @@ def niah_heatmap(df: pd.DataFrame) -> Figure | None:
     depths = sorted(d["depth"].dropna().unique())
     if not lens or not depths:
         return None
-    fig, axes = facet_grid(len(facets), height=1.2 + 0.3 * len(depths))
+    cols = 3
+    fig, axes = facet_grid(len(facets), max_cols=cols, height=1.2 + 0.42 * len(depths))
     import matplotlib
 
     cmap = matplotlib.colormaps["RdYlGn"].with_extremes(bad="#eeeeee")
@@ -78,7 +79,7 @@ def niah_heatmap(df: pd.DataFrame) -> Figure | None:
                     ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, **HEATMAP_CELLS[mark]))
         cells.append((ax, grid, marks))
         ax.set_xticks(range(len(lens)), [fmt_len(x) for x in lens], rotation=90 if len(lens) > 5 else 0)
-        ax.set_yticks(range(len(depths)), [f"{100 * x:g}%" if k % 3 == 0 else "" for x in depths])
+        ax.set_yticks(range(len(depths)), [f"{100 * x:g}%" if k % cols == 0 else "" for x in depths])
         ax.tick_params(length=2, pad=2)
         ax.grid(False)
         ax.set_title(
@@ -87,9 +88,13 @@ def niah_heatmap(df: pd.DataFrame) -> Figure | None:
             + ("\n(did not learn the task)" if learned_of(g) is False else ""),
             fontsize=8,
         )
-    fig.supxlabel("context length", fontsize=8)
     fig.supylabel("needle depth", fontsize=8)
     free = spare(fig, axes)  # an empty slot of the grid holds the colour bar and the key, else they go beside
+    if free:
+        fig.supxlabel("context length", fontsize=8)
+    else:  # the key goes below the grid, where a figure-wide label would run into it: each bottom panel says it
+        for ax in list(axes)[-min(cols, len(axes)) :]:
+            ax.set_xlabel("context length", fontsize=8)
     if free:
         cb = fig.colorbar(im, cax=free[0].inset_axes((0.08, 0.78, 0.84, 0.09)), orientation="horizontal", label="accuracy")
     else:
@@ -107,6 +112,8 @@ def niah_heatmap(df: pd.DataFrame) -> Figure | None:
         free[0].legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.55), handlelength=1.6, fontsize=7)
     elif handles:
         fig.legend(handles, labels, loc="outside lower center", ncols=min(3, len(handles)), handlelength=1.6)
+        w, h = fig.get_size_inches()
+        fig.set_size_inches(w, h + 0.2 * -(-len(handles) // 3))  # room for the key: the panels keep their height
     fig.draw_without_rendering()  # the constrained layout: now each cell's size is known
     for ax, grid, marks in cells:
         box = ax.get_window_extent()

@@ -143,6 +143,8 @@ STATUS_HANDLES: dict[str, dict[str, Any]] = {  # what a line style means, in the
     "projected": dict(color="0.3", marker="o", ls="--", mfc="white", label="projected (cost model)"),
     "skipped": dict(color="0.3", marker="x", ls="none", label="skipped"),
     "failed": dict(color="red", marker="x", ls="none", label="failed"),
+    "crossover measured": dict(color="0.3", ls="-", lw=1, label="crossover (measured)"),  # the latency figure's vertical lines
+    "crossover analytic": dict(color="0.3", ls="--", lw=1, label="crossover (analytic)"),
 }
 
 
