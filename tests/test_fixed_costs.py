@@ -90,3 +90,30 @@ def test_needle_4m_models_ship_their_checks_under_the_key_a_run_computes(monkeyp
         stored, where = longctx.stored_checks(trained, longctx.checks_key(cfg, trained, grids[0]))
         assert stored is not None and where == folder / longctx.CHECKS_FILE, f"{design}: no shipped checks under today's key"
         assert {r["fields"]["task"] for r in stored} == {"niah_single", grids[0].task}
+
+
+def test_a_cell_given_up_after_some_haystacks_ran_is_partial_not_skipped():
+    """budget_summary: a cell whose later haystacks were given up after the first ran (msa 16K
+    in experiments/needle_4m_loaded/run: 2 of 6) is counted partial, not skipped."""
+    from types import SimpleNamespace
+
+    from attnbench.experiments import longctx
+    from attnbench.plan import Estimate
+
+    cfg = compose_cfg(["+exp=needle_4m"])
+    done = {("msa", 16384, 0), ("msa", 16384, 1)}  # the haystacks that ran
+    recorded: list[dict] = []
+
+    def cell(**k):
+        ran = (k.get("design"), k.get("context_len"), k.get("sample")) in done and k.get("part") == "eval"
+        return SimpleNamespace(done=ran, record=lambda *a, **f: recorded.append(f), commit=lambda: None)
+
+    printed: list[str] = []
+    ctx = SimpleNamespace(cfg=cfg, cell=cell, design_names=["msa"], console=SimpleNamespace(print=lambda s, **_: printed.append(s)))
+    msa16, msa64 = {"design": "msa", "context_len": 16384}, {"design": "msa", "context_len": 65536}
+    est = Estimate(seconds=10.0, bytes=0.0, how="test")
+    planned = [(msa16, i, est, "short") for i in range(6)]
+    key16 = tuple(msa16.items())
+    line = longctx.budget_summary(ctx, None, planned, [(msa64, est, "budget")], {key16}, {key16}, [3.0], 2, 60.0)
+    assert line.startswith("1 of 2 cells skipped for the budget, 1 partial at load 3.0 on 2 cores"), line
+    assert recorded[0]["partial"] == 1

@@ -455,8 +455,13 @@ def budget_summary(ctx, grid: Grid, planned, skipped, late: set, given_up: set, 
     cfg = ctx.cfg
     cells = {tuple(c.items()) for c, *_ in planned} | {tuple(c.items()) for c, *_ in skipped}
     memory = {tuple(c.items()) for c, _, why in skipped if "GiB" in why}
-    budget_cut = ({tuple(c.items()) for c, _, why in skipped} - memory) | given_up
-    partial = late - given_up
+    short = cfg.eval.haystacks_short or cfg.eval.haystacks
+    ran_some = {  # a cell given up after some of its haystacks ran is partial, not skipped
+        k for k in given_up
+        if any(ctx.cell(**dict(k), sample=j, part="eval").done for j in range(short if dict(k)["context_len"] <= cfg.eval.short_len else cfg.eval.haystacks))
+    }  # fmt: skip
+    budget_cut = ({tuple(c.items()) for c, _, why in skipped} - memory) | (given_up - ran_some)
+    partial = (late - given_up) | ran_some
     load = sum(loads) / len(loads)
     limit = parse_duration(cfg.exp.budget)
     more = sum(
