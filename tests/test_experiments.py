@@ -106,10 +106,28 @@ TINY: dict[str, list[str]] = {
     ],
     "msa_speedup": ["bench.prefill_lens=[256]", "bench.decode_lens=[512]", "bench.memory_lens=[131072]", *TINY_BENCH],
     "kernels_cpu": ["kernels.ops=[lightning,sliding_window,msa]", *TINY_KERNELS],
+    # two designs (the one hybrid letter pair L S), one length, 4 probes a cell; verify-k and costs (tests/test_serving.py has the full check)
+    "serving": [
+        "exp.designs=[softmax,lightning_hybrid]",
+        *TINY_MODEL,
+        "model.n_layers=2",
+        "attention.lightning_hybrid.layout=LS",
+        *TINY_TRAIN,
+        "task.n_keys=8",
+        "task.n_values=8",
+        "eval.context_lens=[40]",
+        "eval.depths=[0.0,1.0]",
+        "eval.haystacks=2",
+        "eval.hops=[1]",
+        "eval.chains=2",
+        "eval.train_len_samples=4",
+        "bench.repeats=1",
+        "bench.profiles=[h200]",
+    ],
     # on CPU, kernels_gpu is its dry run (Triton interpreter, tiny shapes): one op, one dtype
     "kernels_gpu": ["kernels.ops=[softmax]", "kernels.dtypes=[float16]", "kernels.baselines=[sdpa]"],
 }
-SLOW = {"position_probe", "multihop", "needle_4m", "crossover"}  # over ~30 s each on 2 busy cores
+SLOW = {"position_probe", "multihop", "needle_4m", "crossover", "serving"}  # over ~30 s each on 2 busy cores
 
 
 def test_every_experiment_has_a_tiny_case():

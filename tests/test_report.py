@@ -47,7 +47,7 @@ def test_report_has_every_section_in_order(fixture_report):
     ids = [m for m in re.findall(r'<section id="([a-z]+)"', html)]
     assert ids == ["summary", "claims", "figures", "other", "caveats", "config", "environment"]
     assert '<table id="decision"' in html and html.index('id="decision"') < html.index('id="claims"')
-    assert re.findall(r'<tr id="claim-(C\d[ab]?)">', html) == ["C1", "C2", "C3", "C4", "C5a", "C5b", "C6"]
+    assert re.findall(r'<tr id="claim-(C\d[ab]?)">', html) == ["C1", "C2", "C3", "C4", "C5a", "C5b", "C6", "C7"]
     assert html.count('<img src="data:image/png;base64,') == len(F.FIGURES) == len(res.figures)
     assert "http://" not in html and "https://" not in html and "<script" not in html  # self-contained, no JS
     assert "smoke/custom_metric" in html  # a metric no figure knows lands in "other measurements"
@@ -147,7 +147,7 @@ def test_every_section_degrades_without_records(tmp_path):
     html = res.html.read_text()
     assert html.count("No records for this yet") == len(F.FIGURES)
     # each claim twice: the first screen's glance table and the claims table
-    assert html.count('class="verdict v-not-measured">not yet measured<') == 2 * len(claims_mod.CLAIMS) == 14
+    assert html.count('class="verdict v-not-measured">not yet measured<') == 2 * len(claims_mod.CLAIMS) == 16
     assert "No design records yet" in html and not res.figures
 
 

@@ -44,7 +44,7 @@ def test_html_renders_without_errors_and_every_figure_loads(report, tmp_path):
         images = page.eval("[...document.images].map(i => ({ok: i.complete && i.naturalWidth > 0, alt: i.alt}))")
         assert len(images) == len(FIGURES) and all(i["ok"] for i in images), images
         assert page.eval("document.querySelectorAll('table#decision tbody tr').length") == 5
-        assert page.eval("document.querySelectorAll('#claims-table tbody tr').length") == 7  # C1-C6, C5 as C5a and C5b
+        assert page.eval("document.querySelectorAll('#claims-table tbody tr').length") == 8  # C1-C7, C5 as C5a and C5b
         summary_top = page.eval("document.querySelector('table#decision').getBoundingClientRect().top")
         assert summary_top < page.eval("window.innerHeight"), "the decision table is not on the first screen"
         assert page.errors() == []
@@ -158,7 +158,7 @@ def test_decision_report_is_built_from_every_experiment(tmp_path):
 
 @needs_chromium
 def test_the_decision_report_in_the_repo_renders(tmp_path):
-    """reports/decision/ as a reader opens it: every figure loads, one row per design, seven claim rows (C5 as C5a and C5b)."""
+    """reports/decision/ as a reader opens it: every figure loads, one row per design, eight claim rows (C5 as C5a and C5b)."""
     from browser import Page
 
     html, pdf = DECISION / "report.html", DECISION / "report.pdf"
@@ -169,7 +169,7 @@ def test_the_decision_report_in_the_repo_renders(tmp_path):
         assert images and all(images)
         rows = page.eval("[...document.querySelectorAll('table#decision tbody tr')].map(r => r.cells[0].textContent)")
         assert {"softmax", "lightning", "lightning_hybrid", "msa"} <= set(rows), rows
-        assert page.eval("document.querySelectorAll('#claims-table tbody tr').length") == 7  # C1-C6, C5 as C5a and C5b
+        assert page.eval("document.querySelectorAll('#claims-table tbody tr').length") == 8  # C1-C7, C5 as C5a and C5b
         verdicts = page.eval("[...document.querySelectorAll('#claims-table td.verdict')].map(c => c.textContent)")
         assert all(v.strip() for v in verdicts)
         assert page.errors() == []

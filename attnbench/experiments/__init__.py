@@ -23,12 +23,13 @@ EXPERIMENTS = {
     "crossover": "attnbench.experiments.crossover",
     "msa_speedup": "attnbench.experiments.msa_speedup",
     "presets": "attnbench.experiments.presets",
+    "serving": "attnbench.experiments.serving",
 }
 
 # Experiments that read and write $ATTNBENCH_CACHE (checkpoints, task samples), by their runner
 # module: the CLI checks that the cache directory is writable before they start.
 CACHE_USERS = tuple(
-    name for name, module in EXPERIMENTS.items() if module.rsplit(".", 1)[1] in ("train", "needle_4m", "multihop", "capacity")
+    name for name, module in EXPERIMENTS.items() if module.rsplit(".", 1)[1] in ("train", "needle_4m", "multihop", "capacity", "serving")
 )
 
 # Experiments whose measurements mean something only on CUDA (conf/exp/train_gpu.yaml sets

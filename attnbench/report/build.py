@@ -29,6 +29,7 @@ from attnbench import __version__
 from attnbench.redact import redact
 
 from .claims import SEED_RULE, judge_all
+from .claims_serving import SERVING_METRICS, serving_table
 from .data import EMPTY, FIGURE_DIR, NO_HEADER, NOT_MEASURED, RunData, fmt_len, haystack_counts, is_preset, load
 from .figures import FIGURES, render
 from .pdf import PdfError, html_to_pdf
@@ -368,7 +369,7 @@ def build_report(
 
     t = time.perf_counter()
     df = data.records
-    shown = set(DECISION_METRICS) | {m for f in FIGURES for m in f.metrics}
+    shown = set(DECISION_METRICS) | set(SERVING_METRICS) | {m for f in FIGURES for m in f.metrics}
     df = data.records
     exps = sorted({str(e) for e in df["exp"].dropna()} | {str(h.get("exp")) for h in data.headers if h.get("exp")})
     times = [str(x) for x in df["time"].dropna()] + [str(f.get("ended")) for f in data.footers]
@@ -384,6 +385,7 @@ def build_report(
         "decision": decision_table(df, data.train),
         "training": training_table(data.train),
         "presets": presets_table(df),
+        "serving": serving_table(df),
         "claims": judge_all(df, data.train),
         "seed_rule": SEED_RULE,
         "figures": figures,

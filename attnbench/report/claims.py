@@ -29,6 +29,7 @@ from typing import Callable
 import pandas as pd
 
 from .claims_cost import judge_c4, judge_c5a, judge_c5b  # the cost claims (and C5's lookup half)
+from .claims_serving import judge_c7  # serving readiness (exp=serving)
 from .data import LEN_1M, LEN_4M, NOT_MEASURED, fmt_bytes, fmt_len, is_preset, metric, pooled
 from .quality import ACC_METRICS, FINAL, LEARNED_LOWER_BOUND, Acc, experiment_task, haystack_acc, learned, pooled_acc
 from .verdicts import (
@@ -636,6 +637,34 @@ CLAIMS = [
         "learned: supported; every one keeps up: not supported; some of each: partly; else inconclusive (>= {min_states} "
         "state sizes asked for).",
         judge_c6,
+        seeded=True,
+    ),
+    Claim(
+        "C7",
+        "Linear attention lacked the engine support serving depends on (low-precision state storage, prefix caching, "
+        "speculative decoding): an architecture is only as cheap as the engine support behind it",
+        [
+            (
+                "The infrastructure was not ready. Linear attention lacked mature support for things production serving "
+                "depends on: low-precision state storage, prefix caching, speculative decoding.",
+                SEED_000,
+            ),
+            ("an architecture is only as cheap as the engine support behind it", SEED_000),
+        ],
+        "serving",
+        {"min_probes": 100, "min_ref": 0.5, "gap": 0.1, "prefix_len": 65536, "max_k": 8, "hybrids": ", ".join(HYBRIDS)},
+        "Per part. Low-precision state: the first 7:1 hybrid with serving records (in the order {hybrids}) against "
+        "softmax, cache stored in fp8 e4m3, compute fp32 (the hybrid's lightning state stored after every prefill chunk "
+        "where recorded), at the longest length where both have >= {min_probes} probes in fp32 and fp8 and fp32 lower "
+        "bounds >= {min_ref}: loss interval = [fp32 low - fp8 high, fp32 high - fp8 low]; the hybrid's loss lower bound "
+        "above softmax's upper bound: supported; an extra loss of {gap} excluded: not supported; else inconclusive. "
+        "Prefix caching (cost model, projected only): Text-01 recomputes tokens on a hit between saved states "
+        "(states every 256 tokens) where M2 recomputes none: supported; else not supported; bytes kept for a "
+        "{prefix_len}-token prefix shown. Speculative decoding (measured on this machine): k single steps over one "
+        "forward of k = {max_k} drafts, paired by repeat; the hybrid's p75 below softmax's p25: supported; its p25 above "
+        "softmax's p75: not supported; else inconclusive; the bytes kept to roll back shown. The claim: every part "
+        "supported: supported; some: partly; every judged part not supported: not supported; else inconclusive.",
+        judge_c7,
         seeded=True,
     ),
 ]
