@@ -422,10 +422,11 @@ def train_loss(df: pd.DataFrame) -> Figure | None:
     ax = axes[0][0]
     names = designs(df)
     for name in designs(d):
-        color, _ = style(name, names)
+        color, marker = style(name, names)  # designs of one family share a colour: their markers tell them apart
         for i, (_, g) in enumerate(d[d["design"] == name].groupby(["seed", "run_dir"], dropna=False)):
             g = g.sort_values("step")
-            ax.plot(g["step"], g["v"], color=color, lw=1.2, alpha=0.9, label=name if i == 0 else None)
+            every = max(1, len(g) // 10)
+            ax.plot(g["step"], g["v"], color=color, lw=1.2, alpha=0.9, marker=marker, ms=4, markevery=every, label=name if i == 0 else None)
     ax.set_xlabel("step")
     ax.set_ylabel("loss (nats)")
     figure_legend(fig)
