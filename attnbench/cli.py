@@ -225,11 +225,11 @@ def task_config(cfg: DictConfig) -> DictConfig:
 
 def prepare(cfg: DictConfig, run_dir: Path) -> None:
     """Check everything (``preflight``), then claim the run directory: its lock, and its config."""
+    preflight(cfg, run_dir)  # first: bad input stops before the model's imports (torch's compiler, triton)
     from .runner import config_hash
 
     from . import distributed
 
-    preflight(cfg, run_dir)
     distributed.check_launch(cfg)
     if distributed.launch_rank() == 0:  # one claim per run: the other processes of a job share it
         rundir.claim(run_dir, config_hash(cfg), lock=cfg.lock, force=cfg.force, say=lambda line: print(line, file=sys.stderr, flush=True))

@@ -124,7 +124,7 @@ def test_bad_input_stops_in_one_line_and_leaves_nothing(tmp_path, case, args, fi
         overrides.append(f"hydra.run.dir={tmp_path}/run")
     before = sorted(tmp_path.rglob("*"))
     res = subprocess.run(
-        [sys.executable, "-m", "attnbench", *overrides], cwd=tmp_path, capture_output=True, text=True, timeout=120, env=env
+        [sys.executable, "-m", "attnbench", *overrides], cwd=tmp_path, capture_output=True, text=True, timeout=600, env=env
     )
     lines = [l for l in res.stderr.splitlines() if l.strip()]
     assert res.returncode == 2 and len(lines) == 1 and "Traceback" not in res.stderr, (case, res.stderr[-3000:])

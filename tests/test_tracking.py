@@ -128,6 +128,7 @@ def test_no_secret_reaches_records_logs_reports_or_wandb(tmp_path):
     """A real run with keys in the environment (by name, by value, with quotes, backslashes, spaces
     and non-ASCII characters), and a config that even interpolates them; every byte written is read."""
     env = {**os.environ, "WANDB_API_KEY": FAKE_KEY, "HF_TOKEN": "hf_" + "x" * 30, "OPENAI_KEY": ODD, "SSH_PRIVATE_KEY": PEM}
+    env["ATTNBENCH_CACHE"] = str(tmp_path / "cache")
     run = tmp_path / "run"
     res = subprocess.run(
         [
@@ -149,7 +150,7 @@ def test_no_secret_reaches_records_logs_reports_or_wandb(tmp_path):
         env=env,
     )
     assert res.returncode == 0, res.stderr[-3000:]
-    files = [f for f in run.rglob("*") if f.is_file()]
+    files = [f for f in tmp_path.rglob("*") if f.is_file()]  # the run directory, W&B's files, the cache
     assert {"results.jsonl", "report.html", "cli.log"} <= {f.name for f in files}
     assert any(f.suffix == ".wandb" for f in files), "no offline W&B run was written"
     import html
