@@ -257,7 +257,7 @@ class Guard(Callback):
 
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
         HydraConfig.instance().set_config(config)  # lets ${hydra:...} in hydra.run.dir resolve
-        prepare_or_exit(task_config(config), job_dir(config, "run"))
+        prepare_or_exit(task_config(config), job_dir(config))
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         """Every job of the sweep checked before any starts: one line per bad job, exit 2, nothing created."""
@@ -287,21 +287,15 @@ class Guard(Callback):
         rundir.release(Path(str(config.hydra.runtime.output_dir)))
 
 
-def job_dir(config: DictConfig, mode: str) -> Path:
-    """A single run's directory (``mode`` "run") or a sweep job's (``mode`` "sweep"), resolved; exit 2
-    in one line when it does not resolve or is empty (an empty hydra.run.dir would be the current
-    directory)."""
+def job_dir(config: DictConfig) -> Path:
+    """A single run's directory, resolved; exit 2 in one line when it does not resolve or is empty
+    (an empty hydra.run.dir would be the current directory)."""
     try:
-        if mode == "run":
-            text = str(config.hydra.run.dir)
-            field = "hydra.run.dir"
-        else:
-            text = os.path.join(str(config.hydra.sweep.dir), str(config.hydra.sweep.subdir))
-            field = "hydra.sweep.dir"
+        text = str(config.hydra.run.dir)
     except OmegaConfBaseException as ex:
         fail(one_line(ex), config=True)
     if not text.strip():
-        fail(f"{field}='': an empty run directory would be the current directory; name one (hydra.run.dir=DIR)", config=True)
+        fail("hydra.run.dir='': an empty run directory would be the current directory; name one (hydra.run.dir=DIR)", config=True)
     return Path(text)
 
 
