@@ -146,7 +146,7 @@ def check(readme: Path, data: RunData | None) -> list[Problem]:
 
 def experiment_readmes(root: Path | str = ".") -> list[tuple[Path, RunData | None]]:
     """(README, its experiment's records or None) for every experiments/<name>/README.md."""
-    from . import readme_tables, readme_tables_costs, readme_tables_loaded  # noqa: F401  (registers the tables)
+    from . import readme_tables, readme_tables_costs, readme_tables_loaded, readme_tables_serving  # noqa: F401  (registers the tables)
 
     root = Path(root)
     out = []
