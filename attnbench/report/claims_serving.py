@@ -155,6 +155,10 @@ def judge_c7(df: pd.DataFrame, t: dict, train: pd.DataFrame | None = None) -> Ve
         v.verdict = INCONCLUSIVE
     v.projected_only = got == [parts["prefix caching (Text-01 vs M2, projected)"][0]]
     v.models = [hybrid, "softmax"]
+    v.headline = "; ".join(f"{k}: {x}" for k, x in v.parts.items())
+    v.change = (
+        "a measured part whose intervals separate: fp8 accuracy of the hybrid vs softmax at longer contexts, or a verify-k timing on a GPU"
+    )
     return v
 
 
