@@ -119,12 +119,11 @@ def check_contents(run_dir: Path) -> None:
             kind = "directory" if path.is_dir() else "file" if path.is_file() else "special file"
             if kind != want:
                 raise RunDirError(f"run directory {run_dir}: {name} is a {kind}, not a {want}; {hint}")
-            if want == "file":
-                try:
-                    fd = os.open(path, os.O_RDWR)
-                except OSError as ex:
-                    raise RunDirError(f"run directory {run_dir}: {name} cannot be read and written ({ex.strerror}); {hint}") from None
-                os.close(fd)
+            # os.access, not open + close: closing any descriptor of the lock file would drop this
+            # process's lockf lock on it (POSIX locks belong to the process), so a check made while
+            # holding the claim would let another run in
+            if want == "file" and not os.access(path, os.R_OK | os.W_OK):
+                raise RunDirError(f"run directory {run_dir}: {name} cannot be read and written (permission denied); {hint}")
     except OSError as ex:
         if ex.errno == errno.ELOOP:
             raise RunDirError(f"run directory {run_dir}: a broken or looping symbolic link at {ex.filename or run_dir}; {hint}") from None
