@@ -138,6 +138,30 @@ def kernels_efficiency(data: RunData) -> pd.DataFrame:
     return pd.DataFrame(rows).fillna("—")
 
 
+@table("kernels/alternating")
+def kernels_alternating(data: RunData) -> pd.DataFrame:
+    """Per length and op: the speedup over causal SDPA as the median of round-by-round ratios (SDPA and
+    the ops timed in turn, bench.timing.time_alternating) with its p25-p75, and each timing's fraction of
+    its roofline (the cost model's FLOPs at the calibrated peak) with the peak it was read against."""
+    rec = data.records
+    sp = metric(rec, "kernels/speedup")
+    sp = sp[(sp["status"] == "measured") & sp["method"].astype(str).str.startswith("alternating")]
+    lat = metric(rec, "latency/prefill_ms")
+    lat = lat[(lat["status"] == "measured") & (lat["method"] == "alternating")]
+    peak = metric(rec, "calibration/matmul_flops")["v"]
+    rows = []
+    for L, g in lat.groupby("context_len"):
+        row = {"T": f"{L:.0f}"}
+        for _, r in g.iterrows():
+            s_ = sp[(sp["context_len"] == L) & (sp["op"] == r["op"])]
+            ratio = f", {s_['v'].iloc[0]:.1f}x [{s_['ratio_p25'].iloc[0]:.1f}, {s_['ratio_p75'].iloc[0]:.1f}]" if len(s_) else ""
+            row[r["op"]] = f"{100 * r['peak_fraction']:.0f}% of roofline{ratio}"
+        row["peak (GFLOP/s)"] = f"{peak.iloc[-1] / 1e9:.0f}" if len(peak) else "—"
+        row["load (1 min)"] = f"{g['load'].max():.2f}"
+        rows.append(row)
+    return pd.DataFrame(rows).fillna("—")
+
+
 # ---------------------------------------------------------------- msa_speedup
 
 
