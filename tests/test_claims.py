@@ -585,3 +585,7 @@ def test_the_first_screen_names_the_number_the_models_the_seeds_and_what_would_c
     v = _c5a(tmp_path, trained("softmax", k=196) + trained("msa", k=191) + [acc("softmax", 29, 30, 512), acc("msa", 29, 30, 512)])
     assert v.models == ["msa", "softmax"] and v.seeds == [0]
     assert "191/200 vs 196/200" in v.headline and "[" in v.headline and v.change
+    data = frame(tmp_path / "none", trained("softmax", k=196))
+    for claim, v in C.judge_all(data.records, data.train):  # a claim not measured names no model and no seed
+        if v.verdict == C.NOT_MEASURED_YET:
+            assert v.models == [] and v.seeds == [] and v.headline == "", (claim.id, v)

@@ -182,6 +182,7 @@ def judge_c2(df: pd.DataFrame, t: dict, train=None) -> Verdict:
             v.evidence.append(f"{name} ({_why(name)}): no needle records, so not judged")
     task = experiment_task(df, "niah/acc")
     results: dict[str, str] = {}
+    judged_at: dict[str, float] = {}  # each judged hybrid's cell: factor x its true training length
     for name in names:
         got = learned(df, name, task, train=train, threshold=t["learned_lb"])
         v.evidence.append(("learned: " if got.flag else "did not learn: " if got.flag is False else "no check: ") + got.why)
@@ -190,6 +191,7 @@ def judge_c2(df: pd.DataFrame, t: dict, train=None) -> Verdict:
             v.evidence.append(f"{name} ({_why(name)}): not judged, it did not learn the task at its training length")
             continue
         L = t["factor"] * got.train_len
+        judged_at[name] = L
         acc = haystack_acc(df, "niah/acc", name, L, task=task)
         if acc is None:
             tested = ", ".join(fmt_len(x) for x in sorted(d[d["design"] == name]["context_len"].dropna().unique()))
@@ -219,7 +221,7 @@ def judge_c2(df: pd.DataFrame, t: dict, train=None) -> Verdict:
     head = next(iter(results))
     v.verdict = results[head]
     v.models = [head]
-    head_len = t["factor"] * learned(df, head, task, train=train, threshold=t["learned_lb"]).train_len
+    head_len = judged_at[head]
     if (ha := haystack_acc(df, "niah/acc", head, head_len, task=task)) is not None:
         v.headline = f"{head} at {fmt_len(head_len)} ({t['factor']}x its training length): {ha.text()}, {ha.counted}"
     else:
@@ -357,7 +359,7 @@ def judge_c3(df: pd.DataFrame, t: dict, train=None) -> Verdict:
             f"Text-01; the others are shown, not used",
         )
     v.models = [head, "softmax"] + (["swa_hybrid"] if "swa_hybrid" in results else [])
-    cell = [L for L in reference_lengths(df, "multihop/acc", head, "softmax", t["min_ref"], hops=k, scoring=FINAL)]
+    cell = reference_lengths(df, "multihop/acc", head, "softmax", t["min_ref"], hops=k, scoring=FINAL)
     if cell and (a := haystack_acc(df, "multihop/acc", head, max(cell), hops=k, scoring=FINAL)) is not None:
         s_acc = haystack_acc(df, "multihop/acc", "softmax", max(cell), hops=k, scoring=FINAL)
         v.headline = f"{k:g} hops at {fmt_len(max(cell))}: {head} {a.text()} vs softmax " + (s_acc.text() if s_acc else "—")
@@ -696,6 +698,8 @@ def judge_all(df: pd.DataFrame, train: pd.DataFrame | None = None) -> list[tuple
     out = []
     for claim in CLAIMS:
         verdict = _judge(claim, df, train)
+        if verdict.verdict == NOT_MEASURED_YET:  # nothing rests on any model yet
+            verdict.models, verdict.headline = [], ""
         verdict.seeds = model_seeds(df, verdict.models)
         if claim.seeded and len(verdict.seeds) > 1 and verdict.verdict != NOT_MEASURED_YET:
             per_seed = {s: _judge(claim, df[df["seed"] == s], train).verdict for s in verdict.seeds}

@@ -410,11 +410,13 @@ def training_table(train: pd.DataFrame) -> Table | None:
         "before that was recorded).",
     )
     several = "exp" in train and train["exp"].nunique() > 1  # the same design's models of different experiments
+    seeded = "seed" in train and train["seed"].nunique(dropna=True) > 1  # models of several seeds
     for _, t in train.iterrows():
         rule = t["rule"] if isinstance(t["rule"], dict) else {}
+        name = f"{t['design']} ({t['exp']})" if several else t["design"]
         table.rows.append(
             [
-                Cell(f"{t['design']} ({t['exp']})" if several else t["design"]),
+                Cell(f"{name}, seed {t['seed']:.0f}" if seeded and pd.notna(t["seed"]) else name),
                 Cell(f"{int(t['train_len']):,}" if pd.notna(t["train_len"]) else "—"),
                 Cell(t["stage"] or "—"),
                 Cell((("" if t.get("steps_exact", True) is not False else "~") + f"{int(t['steps']):,}") if pd.notna(t["steps"]) else "—"),
