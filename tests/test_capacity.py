@@ -11,6 +11,7 @@ from attnbench import cli
 from attnbench.experiments.capacity import pair_counts, state_floats
 from attnbench.report import claims as C
 from attnbench.report.data import load
+from attnbench.report.figures_quality import capacity as capacity_figure
 
 from helpers import TINY_BACKBONE, compose_cfg
 
@@ -67,3 +68,9 @@ def test_capacity_records_and_the_c6_rule(tmp_path, monkeypatch):
     assert d["chance"].notna().all() and d["floor"].notna().all()  # levels from the generator's own samples
     v = next(c for c in C.CLAIMS if c.id == "C6")(data.records, data.train)
     assert v.verdict != C.NOT_MEASURED_YET and any("softmax" in e for e in v.evidence)
+    # the figure: one panel against pairs (every design), one against pairs per state float (lightning only)
+    fig = capacity_figure(data.records)
+    assert fig is not None and len([a for a in fig.axes if a.get_visible() and a.get_xlabel()]) == 2
+    right = next(a for a in fig.axes if a.get_xlabel().startswith("pairs per state"))
+    drawn = {t.get_label().split(" (")[0] for t in right.get_lines() if not t.get_label().startswith("_")}
+    assert "softmax" not in drawn and {"lightning_h1", "lightning_h2"} <= drawn

@@ -490,14 +490,15 @@ PAIRS = (4, 16, 64)
         ("softmax did not learn", C.INCONCLUSIVE),
         ("ten probes a pair count", C.INCONCLUSIVE),
         ("no capacity records, needle records of lightning", C.NOT_MEASURED_YET),
+        ("two state sizes only, both fall", C.INCONCLUSIVE),
     ],
 )
 def test_c6_verdicts(tmp_path, case, expect):
     soft = cap_trained("softmax") + [cap("softmax", p, 200) for p in PAIRS]
 
-    def light(falls=lambda name: True, n=200, learned=True):
+    def light(falls=lambda name: True, n=200, learned=True, states=STATES):
         out = []
-        for name, state in STATES.items():
+        for name, state in states.items():
             out += cap_trained(name, train_len=512 if learned else 0, k=200 if learned else 20)
             out += [cap(name, p, n if (p == 4 or not falls(name)) else n // 10, n, state) for p in PAIRS]
         return out
@@ -510,6 +511,7 @@ def test_c6_verdicts(tmp_path, case, expect):
         "softmax did not learn": cap_trained("softmax", k=100) + [cap("softmax", p, 100) for p in PAIRS] + light(),
         "ten probes a pair count": cap_trained("softmax") + [cap("softmax", p, 10, 10) for p in PAIRS] + light(n=10),
         "no capacity records, needle records of lightning": trained("softmax") + trained("lightning") + [acc("lightning", 0, 50, 4096)],
+        "two state sizes only, both fall": soft + light(states={k: STATES[k] for k in ("lightning_h1", "lightning_h2")}),
     }[case]
     v = verdict("C6", tmp_path, records)
     assert v.verdict == expect, v.evidence
@@ -519,6 +521,8 @@ def test_c6_verdicts(tmp_path, case, expect):
         assert v.parts == {f"{n} (state {s:,.0f} per layer)": "falls" for n, s in STATES.items()}
     if expect == C.NOT_MEASURED_YET:
         assert any("exp=capacity" in e for e in v.evidence)
+    if case == "two state sizes only, both fall":
+        assert any("only 2 lightning state sizes" in e for e in v.evidence)
 
 
 # ---------------------------------------------------------------- the recorded experiments

@@ -462,10 +462,11 @@ def judge_c6(df: pd.DataFrame, t: dict, train=None) -> Verdict:
         if set(results.values()) <= {"falls", "never learned"}
         else "a lightning state size that falls toward the floor as pairs grow, where softmax holds"
     )
-    if len(lightning) < t["min_states"]:
-        v.evidence.append(f"only {len(lightning)} lightning state sizes (the experiment asks for >= {t['min_states']})")
     vals = set(results.values())
-    if vals <= {"falls", "never learned"}:
+    if len(lightning) < t["min_states"]:  # a trend over state sizes needs several of them
+        v.verdict = INCONCLUSIVE
+        v.evidence.append(f"inconclusive: only {len(lightning)} lightning state sizes (the rule asks for >= {t['min_states']})")
+    elif vals <= {"falls", "never learned"}:
         v.verdict = SUPPORTED
         if vals == {"never learned"}:
             v.evidence.append("supported only because no lightning model learned the task where softmax did: no capacity curve")
@@ -636,8 +637,8 @@ CLAIMS = [
         "the floor when it is below softmax by >= {gap} (from the two intervals) and below its own accuracy at the "
         "fewest pairs; it keeps up when a deficit of {gap} is excluded. A lightning model that never learned the task "
         "under the rule softmax learned it counts as evidence for the claim (said so). Every state size falls or never "
-        "learned: supported; every one keeps up: not supported; some of each: partly; else inconclusive (>= {min_states} "
-        "state sizes asked for).",
+        "learned: supported; every one keeps up: not supported; some of each: partly; else inconclusive, and inconclusive "
+        "with fewer than {min_states} lightning state sizes.",
         judge_c6,
         seeded=True,
     ),

@@ -305,4 +305,37 @@ def multihop(df: pd.DataFrame) -> Figure | None:
     return fig
 
 
+@figure(
+    "capacity",
+    "Capacity: accuracy at the training length against key-value pairs",
+    ("capacity/acc",),
+    "exp=capacity (after Zoology's MQAR sweeps): each model at its training length, one query a context, "
+    "seeds pooled, bands the 95% Wilson interval. Left: against the number of key-value pairs in the context. "
+    "Right: the lightning models against pairs per float of one layer's state (heads x head dim squared), where "
+    "a fixed state must start to lose pairs; softmax keeps every token and has no such axis. Grey: the task's "
+    "chance level (dotted) and values-in-context floor (dashed). A thin dotted line is a model that did not learn "
+    "the task at its training length: shown, not a capacity curve.",
+)
+def capacity(df: pd.DataFrame) -> Figure | None:
+    d = metric(df, "capacity/acc")
+    if d.empty or d["n_pairs"].dropna().empty:
+        return None
+    stated = d[d["state_size"].notna()] if "state_size" in d else d.iloc[:0]
+    fig, axes = facet_grid(2 if not stated.empty else 1, max_cols=2, height=3.4)
+    names = designs(df)
+    statuses: set[str] = set()
+    for ax, (part, x, label) in zip(
+        axes, ((d, "n_pairs", "key-value pairs in the context"), (stated, "pairs_per_state", "pairs per state float (one lightning layer)"))
+    ):
+        draw_levels(ax, part, x, legend=x == "n_pairs")
+        for name in designs(part):
+            statuses |= _plot_acc(ax, part[part["design"] == name], x, name, names)
+        ax.set_xscale("log", base=2)
+        ax.set_ylim(-0.02, 1.05)
+        ax.set_xlabel(label)
+        ax.set_ylabel("accuracy")
+    figure_legend(fig, statuses)
+    return fig
+
+
 # ---------------------------------------------------------------- cost
