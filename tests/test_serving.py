@@ -276,3 +276,14 @@ def test_serving_experiment_records_every_part_and_c7_reads_them(tmp_path, monke
     assert "inconclusive" in v.parts.values() or "not yet measured" not in v.parts.values()  # 4 probes a cell: storage undecidable
     table = serving_table(df)
     assert table is not None and len(table.rows) == 3  # softmax end, lightning_hybrid chunk and end
+    # the frontier figure: one point per design and format stored at the end, the step through the undominated ones
+    from attnbench.report.figures import serving_frontier
+
+    fig = serving_frontier(df)
+    (ax,) = [a for a in fig.axes if a.get_xlabel()]
+    assert len(ax.containers) == 10  # 2 designs x 5 formats, each an error bar
+    points = sorted((c.lines[0].get_xdata()[0], c.lines[0].get_ydata()[0]) for c in ax.containers)
+    steps = [ln for ln in ax.get_lines() if ln.get_drawstyle().startswith("steps")]
+    if steps:  # only when two or more points make the frontier
+        xs, ys = steps[0].get_xdata(), steps[0].get_ydata()
+        assert list(ys) == sorted(ys) and all(not any(px <= x and py > y for px, py in points) for x, y in zip(xs, ys))
