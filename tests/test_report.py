@@ -356,3 +356,27 @@ def test_relative_effective_length_keeps_a_share_of_the_models_own_score():
     assert relative_effective_length(df[df["context_len"] != 2048], "d", 1024)[1] == "1K"  # home keeps its own by definition
     length, text = relative_effective_length(df, "d", 512)  # never evaluated at its training length
     assert length != length and "no accuracy at its training length" in text
+
+
+def test_budget_lines_name_their_run_when_several_are_merged(tmp_path):
+    """The decision report merges many runs: a budget line that does not say whose it is reads as
+    the same run skipping cells again and again."""
+    from attnbench.report.build import budget_lines
+
+    from report_fixtures import header
+
+    def run(folder: str, note: str) -> Path:
+        d = tmp_path / folder
+        d.mkdir(parents=True)
+        rec = {"type": "record", "exp": "needle_4m", "design": "softmax", "layout": "S", "metric": "eval/budget_summary", "value": 1}
+        rec |= {"unit": "cells", "status": "measured", "seed": 0, "device": "cpu", "note": note}
+        (d / "results.jsonl").write_text(json.dumps(header("needle_4m", "cpu")) + "\n" + json.dumps(rec) + "\n")
+        return d
+
+    one = run("needle_4m/run", "1 of 2 cells skipped for the budget at load 1.0 on 2 cores")
+    assert budget_lines(load([one])) == ["1 of 2 cells skipped for the budget at load 1.0 on 2 cores"]
+    two = run("needle_4m_loaded/run", "0 of 2 cells skipped for the budget at load 9.0 on 2 cores")
+    assert budget_lines(load([one, two])) == [
+        "needle_4m/run: 1 of 2 cells skipped for the budget at load 1.0 on 2 cores",
+        "needle_4m_loaded/run: 0 of 2 cells skipped for the budget at load 9.0 on 2 cores",
+    ]

@@ -146,7 +146,11 @@ def budget_lines(data: RunData) -> list[str]:
     """Each run directory's last eval/budget_summary (longctx.budget_summary): what the budget left
     out at the load seen. The report's first line, as it was the run's last."""
     d = data.records[data.records["metric"] == "eval/budget_summary"]
-    return [str(g.iloc[-1]["note"]) for _, g in d.groupby("run_dir", sort=True) if pd.notna(g.iloc[-1]["note"])]
+    lines = {str(run): str(g.iloc[-1]["note"]) for run, g in d.groupby("run_dir", sort=True) if pd.notna(g.iloc[-1]["note"])}
+    if len(lines) < 2:
+        return list(lines.values())
+    # several runs merged (the decision report): each line says whose it is (experiment/run folder)
+    return [f"{'/'.join(Path(run).parts[-2:])}: {note}" for run, note in lines.items()]
 
 
 def run_states(data: RunData) -> list[dict]:
