@@ -68,6 +68,12 @@ def test_capacity_records_and_the_c6_rule(tmp_path, monkeypatch):
     assert d["chance"].notna().all() and d["floor"].notna().all()  # levels from the generator's own samples
     v = next(c for c in C.CLAIMS if c.id == "C6")(data.records, data.train)
     assert v.verdict != C.NOT_MEASURED_YET and any("softmax" in e for e in v.evidence)
+    # the README table: a row per design, a column per pair count
+    from attnbench.report.readme_tables import capacity_accuracy
+
+    table = capacity_accuracy(data)
+    assert set(table["design"]) == {"softmax", "lightning_h1", "lightning_h2"}
+    assert {"2 pairs", "5 pairs"} <= set(table.columns) and table["2 pairs"].str.endswith("/6").all()
     # the figure: one panel against pairs (every design), one against pairs per state float (lightning only)
     fig = capacity_figure(data.records)
     assert fig is not None and len([a for a in fig.axes if a.get_visible() and a.get_xlabel()]) == 2

@@ -396,3 +396,33 @@ def multihop_check(data: RunData) -> pd.DataFrame:
             row[f"{hops:g} hops"] = f"{r['v']:.2f} ({r['ci_low']:.2f}–{r['ci_high']:.2f}), {round(r['v'] * r['n']):.0f}/{r['n']:.0f}"
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+# ---------------------------------------------------------------- capacity
+
+
+@table("capacity/training")
+def capacity_training(data: RunData) -> pd.DataFrame:
+    return training_rows(data)
+
+
+@table("capacity/accuracy")
+def capacity_accuracy(data: RunData) -> pd.DataFrame:
+    """Per design: its state size and its accuracy at the training length at every pair count
+    (one query a context, so every probe has its own haystack)."""
+    d = metric(data.records, "capacity/acc")
+    d = d[d["status"] == "measured"]
+    rows = []
+    for name in designs(d):
+        mine = d[d["design"] == name]
+        state = mine["state_size"].max() if "state_size" in mine else float("nan")
+        row = {"design": name, "state floats a layer": f"{state:,.0f}" if pd.notna(state) else "— (every token kept)"}
+        for pairs, g in mine.groupby("n_pairs"):
+            row[f"{pairs:g} pairs"] = _acc(g)
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+@table("capacity/run")
+def capacity_run(data: RunData) -> pd.DataFrame:
+    return run_facts(data)
