@@ -7,6 +7,13 @@ os.environ.setdefault("TRITON_INTERPRET", "1")
 # msa's gathered (training) tiles run eagerly in tests: torch.compile would recompile for every
 # test shape (seconds each). tests/test_ops.py checks the compiled tiles against the eager ones.
 os.environ.setdefault("ATTNBENCH_COMPILE", "0")
+# Every test writes checkpoints, checks and samples into one cache of its own session, never the
+# user's ~/.cache/attnbench (a training running beside the suite keeps its files there): a
+# session starts from what CI starts from, an empty cache. A test that sets its own still wins.
+if "ATTNBENCH_CACHE" not in os.environ:
+    import tempfile
+
+    os.environ["ATTNBENCH_CACHE"] = tempfile.mkdtemp(prefix="attnbench-test-cache-")
 
 import pytest
 import torch
