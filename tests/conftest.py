@@ -11,9 +11,12 @@ os.environ.setdefault("ATTNBENCH_COMPILE", "0")
 # user's ~/.cache/attnbench (a training running beside the suite keeps its files there): a
 # session starts from what CI starts from, an empty cache. A test that sets its own still wins.
 if "ATTNBENCH_CACHE" not in os.environ:
+    import atexit
+    import shutil
     import tempfile
 
     os.environ["ATTNBENCH_CACHE"] = tempfile.mkdtemp(prefix="attnbench-test-cache-")
+    atexit.register(shutil.rmtree, os.environ["ATTNBENCH_CACHE"], ignore_errors=True)
 
 import pytest
 import torch
