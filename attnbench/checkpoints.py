@@ -64,12 +64,29 @@ def work_dir(design: str, key: str) -> Path:
     return cache_root() / "checkpoints" / folder_name(design, key)
 
 
+# Statuses of a finished model whose training stopped at a limit outside the training rule (the
+# wall-clock budget, train.budget): it is evaluated as it stands, and ships its partial.pt beside
+# final.pt so that a later sitting resumes it on a fresh machine.
+RESUMABLE = ("budget",)
+
+
+def _status(folder: Path) -> str | None:
+    try:
+        return json.loads((folder / "record.json").read_text()).get("status")
+    except (OSError, ValueError):
+        return None
+
+
 def shipped_partial(design: str, key: str) -> Path | None:
     """A partial checkpoint shipped in attnbench/trained/ (a training a sitting could not finish,
     ``ship``ped so that the next one resumes it on a fresh machine): its partial.pt, if any.
-    Such a folder has no final.pt, so ``find`` never returns it and nothing evaluates it."""
+    Such a folder has no final.pt, so ``find`` never returns it and nothing evaluates it; or
+    it has one, from a training stopped by its wall-clock budget (RESUMABLE), which is
+    evaluated as it stands and resumed from this partial.pt when a run raises the budget."""
     path = SHIPPED / folder_name(design, key) / "partial.pt"
-    return path if path.exists() and not (path.parent / "final.pt").exists() else None
+    if not path.exists():
+        return None
+    return path if not (path.parent / "final.pt").exists() or _status(path.parent) in RESUMABLE else None
 
 
 def ship(folder: Path, into: Path | None = None) -> Path:
@@ -82,7 +99,10 @@ def ship(folder: Path, into: Path | None = None) -> Path:
     dest.mkdir(parents=True, exist_ok=True)
     if (folder / "final.pt").exists() and (folder / "record.json").exists():
         names = ["final.pt", "record.json", "train.log"]
-        (dest / "partial.pt").unlink(missing_ok=True)
+        if _status(folder) in RESUMABLE and (folder / "partial.pt").exists():
+            names.append("partial.pt")  # stopped by the wall clock: the next sitting resumes it
+        else:
+            (dest / "partial.pt").unlink(missing_ok=True)
     elif (folder / "partial.pt").exists():
         saved = torch.load(folder / "partial.pt", map_location="cpu", weights_only=False)
         st = saved["state"]

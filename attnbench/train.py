@@ -161,7 +161,9 @@ def lookup(cfg, design_name: str, key: str) -> tuple[Path | None, dict | None, b
         or (record["status"] == "tokens" and limits.get("token_budget", 0) < cfg.train.token_budget)
         or (record["status"] == "chain_tokens" and limits.get("chain_token_budget", 0) < cfg.train.chain_token_budget)
     )
-    return found, record, stopped_early and (checkpoints.work_dir(design_name, key) / "partial.pt").exists()
+    # the cache's partial.pt, or one shipped beside a model its wall-clock budget stopped (a fresh machine)
+    partial = (checkpoints.work_dir(design_name, key) / "partial.pt").exists() or checkpoints.shipped_partial(design_name, key) is not None
+    return found, record, stopped_early and partial
 
 
 def get_model(cfg, design_name: str, device, *, console=None) -> Trained:

@@ -372,3 +372,29 @@ def test_the_chain_stages_have_their_own_token_budget_counted_from_the_first_cha
     unset = compose_cfg(["+exp=train", *TINY])
     assert "chain_token_budget" not in rule_of(unset.train)  # the rule of models trained before it reads the same
     assert checkpoint_key(cfg, "softmax") == checkpoint_key(compose_cfg(["+exp=train", *TINY, *easy, f"train.stages=[{a},{b}]"]), "softmax")
+
+
+def test_a_model_stopped_by_its_wall_clock_budget_is_evaluated_as_it_stands_and_resumes_on_a_fresh_machine(cache):
+    """status `budget` (train.budget, outside the rule): ship keeps its partial.pt beside final.pt;
+    on a fresh machine find returns it (it is evaluated as it stands) and a run with a larger
+    budget resumes it from the shipped partial to the same weights as an uninterrupted run."""
+    import shutil
+
+    from attnbench.train import get_model
+
+    cfg = compose_cfg(["+exp=train", *TINY, "train.max_steps=12", "train.budget=0s"])
+    key = checkpoint_key(cfg, "softmax")
+    stopped = train(cfg, "softmax", torch.device("cpu")).record
+    assert stopped["status"] == "budget" and stopped["steps"] == 0
+    shipped = checkpoints.ship(checkpoints.work_dir("softmax", key))
+    try:
+        assert {p.name for p in shipped.iterdir()} >= {"final.pt", "record.json", "partial.pt"}
+        shutil.rmtree(cache)  # a fresh machine: only what the repository ships
+        assert checkpoints.find("softmax", key) == shipped
+        resumed = get_model(compose_cfg(["+exp=train", *TINY, "train.max_steps=12"]), "softmax", torch.device("cpu"))
+        assert resumed.source == "trained" and resumed.record["steps"] == 12 and resumed.record["status"] != "budget"
+        fresh = train(compose_cfg(["+exp=train", *TINY, "train.max_steps=12", "train.force=true"]), "softmax", torch.device("cpu"))
+        for a, b in zip(resumed.model.state_dict().values(), fresh.model.state_dict().values()):
+            assert torch.equal(a, b)
+    finally:
+        shutil.rmtree(shipped, ignore_errors=True)
