@@ -55,7 +55,7 @@ def acc(design, k, n, length, metric="niah/acc", task="niah_multikey", **kw):
     return rec(design, metric, k / n, n=n, ci_low=lo, ci_high=hi, context_len=length, task=task, **kw)
 
 
-def trained(design, train_len=512, k=195, n=200, task="niah_multikey", **kw):
+def trained(design, train_len=512, k=195, n=200, task="niah_multikey", status=None, **kw):
     """A model's training record (the fair rule's fields) and its check at its training length."""
     rule = {"name": "fixture rule", "token_budget": 10_000_000, "patience": 3000, "floor": 0.95, "advance_at": 0.9}
     out = [
@@ -69,7 +69,7 @@ def trained(design, train_len=512, k=195, n=200, task="niah_multikey", **kw):
             rule=rule,
             train_len=train_len,
             stop_reason="fixture",
-            train_status="done" if train_len else "stalled",
+            train_status=status or ("done" if train_len else "stalled"),
             final_stage=6 if train_len else 1,
             n_stages=6,
             source="fixture/record.json",
@@ -472,8 +472,8 @@ def cap(design, pairs, k, n=200, state=float("nan")):
     return rec(design, "capacity/acc", k / n, n=n, ci_low=lo, ci_high=hi, context_len=512, task="mqar", n_pairs=pairs, state_size=state)
 
 
-def cap_trained(design, train_len=512, k=200):
-    return trained(design, train_len, k, task="mqar")
+def cap_trained(design, train_len=512, k=200, status=None):
+    return trained(design, train_len, k, task="mqar", status=status)
 
 
 STATES = {"lightning_h1": 4096.0, "lightning_h2": 2048.0, "lightning_h4": 1024.0}
@@ -491,15 +491,16 @@ PAIRS = (4, 16, 64)
         ("ten probes a pair count", C.INCONCLUSIVE),
         ("no capacity records, needle records of lightning", C.NOT_MEASURED_YET),
         ("two state sizes only, both fall", C.INCONCLUSIVE),
+        ("lightning stopped by the wall clock before learning", C.INCONCLUSIVE),
     ],
 )
 def test_c6_verdicts(tmp_path, case, expect):
     soft = cap_trained("softmax") + [cap("softmax", p, 200) for p in PAIRS]
 
-    def light(falls=lambda name: True, n=200, learned=True, states=STATES):
+    def light(falls=lambda name: True, n=200, learned=True, states=STATES, status=None):
         out = []
         for name, state in states.items():
-            out += cap_trained(name, train_len=512 if learned else 0, k=200 if learned else 20)
+            out += cap_trained(name, train_len=512 if learned else 0, k=200 if learned else 20, status=status)
             out += [cap(name, p, n if (p == 4 or not falls(name)) else n // 10, n, state) for p in PAIRS]
         return out
 
@@ -512,6 +513,7 @@ def test_c6_verdicts(tmp_path, case, expect):
         "ten probes a pair count": cap_trained("softmax") + [cap("softmax", p, 10, 10) for p in PAIRS] + light(n=10),
         "no capacity records, needle records of lightning": trained("softmax") + trained("lightning") + [acc("lightning", 0, 50, 4096)],
         "two state sizes only, both fall": soft + light(states={k: STATES[k] for k in ("lightning_h1", "lightning_h2")}),
+        "lightning stopped by the wall clock before learning": soft + light(learned=False, status="budget"),
     }[case]
     v = verdict("C6", tmp_path, records)
     assert v.verdict == expect, v.evidence
@@ -521,6 +523,8 @@ def test_c6_verdicts(tmp_path, case, expect):
         assert v.parts == {f"{n} (state {s:,.0f} per layer)": "falls" for n, s in STATES.items()}
     if expect == C.NOT_MEASURED_YET:
         assert any("exp=capacity" in e for e in v.evidence)
+    if case == "lightning stopped by the wall clock before learning":
+        assert any("stopped by the wall clock" in e for e in v.evidence) and set(v.parts.values()) == {C.INCONCLUSIVE}
     if case == "two state sizes only, both fall":
         assert any("only 2 lightning state sizes" in e for e in v.evidence)
 

@@ -383,6 +383,7 @@ def judge_c3(df: pd.DataFrame, t: dict, train=None) -> Verdict:
 # ---------------------------------------------------------------- C6
 
 CAPACITY = "capacity/acc"  # accuracy at the training length by key-value pairs (experiments/capacity.py)
+CUT_SHORT = ("budget", "partial")  # training statuses that end outside the rule (the wall clock), not by it
 
 
 def _capacity_acc(df: pd.DataFrame, name: str, pairs: float) -> Acc | None:
@@ -425,9 +426,17 @@ def judge_c6(df: pd.DataFrame, t: dict, train=None) -> Verdict:
         label = f"{name} (state {state:,.0f} per layer)"
         got = learned(df, name, "mqar", train=train, threshold=t["learned_lb"])
         v.evidence.append(("learned: " if got.flag else "did not learn: " if got.flag is False else "no check: ") + got.why)
+        mine = train[(train["design"] == name) & (train["exp"] == d[d["design"] == name]["exp"].iloc[-1])] if train is not None else None
+        status = str(mine["status"].iloc[-1]) if mine is not None and not mine.empty else ""
         if not ok:
             results[name] = INCONCLUSIVE
             v.evidence.append(f"{label}: {rule_text}: not compared")
+        elif got.flag is False and status in CUT_SHORT:
+            results[name] = INCONCLUSIVE
+            v.evidence.append(
+                f"{label}: did not learn the task, but its training was stopped by the wall clock (status {status}) before "
+                f"the rule's patience ran out: not evidence either way"
+            )
         elif got.flag is False:
             results[name] = "never learned"
             v.evidence.append(
@@ -636,7 +645,8 @@ CLAIMS = [
         "lightning state size, at the most pairs where softmax holds (lower bound >= {softmax_holds}): it falls toward "
         "the floor when it is below softmax by >= {gap} (from the two intervals) and below its own accuracy at the "
         "fewest pairs; it keeps up when a deficit of {gap} is excluded. A lightning model that never learned the task "
-        "under the rule softmax learned it counts as evidence for the claim (said so). Every state size falls or never "
+        "under the rule softmax learned it counts as evidence for the claim (said so); one whose training the wall clock "
+        "stopped before the rule's patience ran out (status budget) counts for nothing. Every state size falls or never "
         "learned: supported; every one keeps up: not supported; some of each: partly; else inconclusive, and inconclusive "
         "with fewer than {min_states} lightning state sizes.",
         judge_c6,
