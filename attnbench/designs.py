@@ -14,6 +14,15 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+
+@cache
+def _load(path: str) -> Any:
+    """The object a "module:NAME" path names (imported once)."""
+    module, name = path.split(":")
+    return getattr(importlib.import_module(module), name)
 
 
 @dataclass(frozen=True)
@@ -22,8 +31,9 @@ class Design:
     name: str  # the design a one-letter layout is (conf/attention/<name>.yaml), also its records' name
     layer: str | None  # "module:Class" of its attention layer; None: preset-only (costed, never built)
     op: str | None  # its op in attnbench.kernels (backend.choose names); None: no kernel here
-    cost: str  # its entry in attnbench.bench.costmodel.COSTS
+    cost: str  # its entry among its spec's cost-model entries (Spec.costs, attnbench.bench.costmodel.costs)
     glue_ops: int  # reference layer: torch ops besides the attention op and the MoE (costmodel, counted)
+    spec: str  # "module:NAME" of its spec (attnbench/specs): inputs, calls, naive truth, cache, projections
     colour: str | None = None  # figures: its colour in every report (Okabe-Ito); None: presets' palette
     marker: str = "o"  # figures: its marker
     triton_on_auto: bool = False  # backend "auto" prefers its Triton kernel on CUDA (softmax: SDPA is faster)
@@ -35,42 +45,86 @@ class Design:
         module, cls = self.layer.split(":")
         return getattr(importlib.import_module(module), cls)
 
+    def behaviour(self) -> Any:
+        """Its spec object (attnbench.specs.Spec), imported on first use like the layer."""
+        return _load(self.spec)
+
 
 DESIGNS: dict[str, Design] = {
     d.letter: d
     for d in (
-        Design("S", "softmax", "attnbench.model.softmax:SoftmaxAttention", "softmax", "softmax", 100, colour="#0072B2", marker="o"),
         Design(
-            "L",
-            "lightning",
-            "attnbench.model.lightning:LightningAttention",
-            "lightning",
-            "lightning",
-            70,
+            letter="S",
+            name="softmax",
+            layer="attnbench.model.softmax:SoftmaxAttention",
+            op="softmax",
+            cost="softmax",
+            glue_ops=100,
+            spec="attnbench.specs.softmax:SPEC",
+            colour="#0072B2",
+            marker="o",
+        ),
+        Design(
+            letter="L",
+            name="lightning",
+            layer="attnbench.model.lightning:LightningAttention",
+            op="lightning",
+            cost="lightning",
+            glue_ops=70,
+            spec="attnbench.specs.lightning:SPEC",
             colour="#E69F00",
             marker="s",
             triton_on_auto=True,
         ),
         Design(
-            "W",
-            "sliding_window",
-            "attnbench.model.sliding_window:SlidingWindowAttention",
-            "sliding_window",
-            "sliding_window",
-            110,
+            letter="W",
+            name="sliding_window",
+            layer="attnbench.model.sliding_window:SlidingWindowAttention",
+            op="sliding_window",
+            cost="sliding_window",
+            glue_ops=110,
+            spec="attnbench.specs.sliding_window:SPEC",
             colour="#CC79A7",
             marker="D",
             triton_on_auto=True,
         ),
-        Design("M", "msa", "attnbench.model.msa:MSAAttention", "msa", "msa", 150, colour="#D55E00", marker="P", triton_on_auto=True),
+        Design(
+            letter="M",
+            name="msa",
+            layer="attnbench.model.msa:MSAAttention",
+            op="msa",
+            cost="msa",
+            glue_ops=150,
+            spec="attnbench.specs.msa:SPEC",
+            colour="#D55E00",
+            marker="P",
+            triton_on_auto=True,
+        ),
         # DeepSeek sparse attention over MLA: production presets only (attnbench.bench.presets)
-        Design("D", "dsa", None, None, "dsa", 100),
+        Design(letter="D", name="dsa", layer=None, op=None, cost="dsa", glue_ops=100, spec="attnbench.specs.dsa:SPEC"),
     )
 }
 
+# Named designs that mix letters, and variants (one setting changed) of a design or a mixture:
+# their figure style (report/style.py FIXED). A variant takes its family's colour and a marker
+# of its own, so it reads as its family's.
+MIXTURE_STYLES: dict[str, tuple[str, str]] = {"lightning_hybrid": ("#009E73", "^"), "swa_hybrid": ("#56B4E9", "v")}
+VARIANTS: dict[str, tuple[str, str]] = {  # name -> (family, marker)
+    "lightning_hybrid16": ("lightning_hybrid", "X"),
+    "lightning_hybrid31": ("lightning_hybrid", "*"),
+    "lightning_hybrid_h8": ("lightning_hybrid", "h"),
+    "lightning_hybrid_nope": ("lightning_hybrid", "p"),
+    "lightning_conv_nope": ("lightning_hybrid", "d"),
+    "softmax_logn": ("softmax", ">"),
+}
+# The op every kernel speedup is over: timed as causal SDPA, its fastest form (bench/ops.sdpa_causal).
+BASELINE_OP = "softmax"
+# The designs in the order tables and legends list them (report/data.py); unknown names follow alphabetically.
+DESIGN_ORDER = ("softmax", "lightning", "lightning_hybrid", "sliding_window", "swa_hybrid", "msa")
+
 LAYOUT_LETTERS = "".join(d.letter for d in DESIGNS.values() if d.layer is not None)  # letters a model can be built from
 PRESET_LETTERS = "".join(DESIGNS)  # letters a preset (a costed architecture) may use
-KERNEL_OPS = tuple(d.op for d in DESIGNS.values() if d.op is not None)  # the ops of attnbench.kernels
+KERNEL_OPS: tuple[str, ...] = tuple(op for op in (d.op for d in DESIGNS.values()) if op is not None)  # the ops of attnbench.kernels
 
 
 def of(letter: str) -> Design:
@@ -92,3 +146,16 @@ def op_of(letter: str) -> str:
 def describe_letters(letters: str = LAYOUT_LETTERS) -> str:
     """'S softmax, L lightning, ...' for error messages."""
     return ", ".join(f"{c} {DESIGNS[c].name}" for c in letters)
+
+
+def spec_of(letter: str) -> Any:
+    """The spec (attnbench.specs.Spec) of a layout letter."""
+    return of(letter).behaviour()
+
+
+def spec_of_op(op: str) -> Any:
+    """The spec of the design whose kernel op is ``op``."""
+    for d in DESIGNS.values():
+        if d.op == op:
+            return d.behaviour()
+    raise ValueError(f"op {op!r}: one of {', '.join(KERNEL_OPS)}")

@@ -15,6 +15,7 @@ import numpy as np
 import psutil
 import torch
 
+from .designs import spec_of
 from .evaluate import PeakRSS
 from .model import Model
 
@@ -94,7 +95,7 @@ def _fit_time(ns: np.ndarray, ts: np.ndarray, quadratic: bool) -> tuple[float, f
 def is_quadratic(model: Model) -> bool:
     """Prefill cost is quadratic only through softmax or msa layers that attend (not the last
     layer, which only writes its cache during a prefill: Model.prefill)."""
-    return any(c in "SM" for c in model.layout[:-1])
+    return any(spec_of(c).quadratic for c in model.layout[:-1])
 
 
 # Prefill chunk of the designs whose layers do not attend across chunks (eval.chunk for the

@@ -31,10 +31,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
+from typing import Callable
 
 import numpy as np
 
-from attnbench.designs import of
+from attnbench.designs import DESIGNS, of, spec_of
 
 from .memory import STATE_DTYPE, dtype_bytes, layer_bytes
 from .cost_terms import F32, Cost, attention, causal_pairs, kv_reads, sum_window
@@ -280,24 +281,20 @@ def dsa_cost(phase, n, a: Arch, B, e, impl) -> Cost:
     return c.add("sparse MLA (exp)", B * H * attended, 0, 0, kind="exp")
 
 
-COSTS = {
-    "softmax": softmax_cost,
-    "lightning": lightning_cost,
-    "sliding_window": sliding_window_cost,
-    "msa": msa_cost,
-    "msa_select": msa_select_cost,
-    "msa_attn": msa_attn_cost,
-    "dsa": dsa_cost,
-}
+def costs() -> dict[str, Callable[..., Cost]]:
+    """Every cost-model entry by name: each design's spec names its own (Spec.costs: its op's,
+    and its parts', such as msa_select); the formulas above are the registry designs'. Read
+    from the registry on every call, so a design registered later is costed too."""
+    return {name: fn for d in DESIGNS.values() for name, fn in d.behaviour().costs().items()}
 
 
 def op_cost(op: str, phase: str, n: int, arch: Arch, *, batch: int = 1, dtype: str = "float32", impl: str = "fused") -> Cost:
     """Cost of one call of an attention op (not the projections) for `batch` sequences."""
-    if op not in COSTS:
-        raise ValueError(f"op {op!r}: one of {', '.join(COSTS)}")
+    if op not in costs():
+        raise ValueError(f"op {op!r}: one of {', '.join(costs())}")
     if phase not in PHASES or impl not in IMPLS:
         raise ValueError(f"phase {phase!r} / impl {impl!r}: phases {PHASES}, impls {IMPLS}")
-    return COSTS[op](phase, int(n), arch, int(batch), dtype_bytes(dtype), impl)
+    return costs()[op](phase, int(n), arch, int(batch), dtype_bytes(dtype), impl)
 
 
 # --- layers and whole models ---------------------------------------------------------
@@ -311,14 +308,9 @@ def linear_params(arch: Arch, letter: str, moe: tuple[int, int, int] | None) -> 
     """
     if moe is None:
         return arch.active_params / arch.n_layers
-    C, H, G, D = arch.d_model, arch.n_heads, arch.n_kv_heads, arch.head_dim
+    C = arch.d_model
     E, K, F = moe
-    attn = {
-        "S": C * H * D + C * 2 * G * D + H * D * C,
-        "W": C * H * D + C * 2 * G * D + H * D * C,
-        "L": C * 3 * H * D + C * H * D + H * D * C,
-        "M": C * H * D + C * 2 * G * D + H * D * C + C * G * arch.index_dim + C * arch.index_dim,
-    }[letter]
+    attn = spec_of(letter).projection_params(arch)
     return attn + C * E + K * 2 * C * F
 
 
@@ -383,8 +375,12 @@ def model_cost(
 # lightning state (L) and a sliding-window ring (W) are overwritten as tokens arrive: a prefix
 # is reusable only where a copy was saved (every b tokens), and rolling back draft tokens needs
 # the states kept at each draft (or one kept state and a recompute of the accepted drafts).
-GROWING = "SMD"
 ROLLBACK_STRATEGIES = ("states", "recompute")
+
+
+def _all_grow(arch: Arch) -> bool:
+    """Every layer's cache grows with every token (any prefix of it is itself: truncation rolls back)."""
+    return all(spec_of(c).grows for c in set(arch.layout))
 
 
 def prefix_cache_bytes(arch: Arch, P: int, b: int, dtype: str = "bfloat16", state_dtype: str = STATE_DTYPE) -> int:
@@ -397,12 +393,13 @@ def prefix_cache_bytes(arch: Arch, P: int, b: int, dtype: str = "bfloat16", stat
     saves = P // b
     total = 0
     for c in arch.layout:
-        if c in GROWING:
+        spec = spec_of(c)
+        if spec.grows:
             total += layer_bytes(arch, c, P, dtype, state_dtype)
-        elif c == "L":
-            total += saves * layer_bytes(arch, "L", max(P, 1), dtype, state_dtype)
-        elif c == "W":
-            total += sum(layer_bytes(arch, "W", j * b, dtype) for j in range(1, saves + 1))
+        elif spec.ring:  # what the ring held at each save
+            total += sum(layer_bytes(arch, c, j * b, dtype) for j in range(1, saves + 1))
+        else:  # a fixed state: one per save
+            total += saves * layer_bytes(arch, c, max(P, 1), dtype, state_dtype)
     return total
 
 
@@ -413,7 +410,7 @@ def prefix_recompute_tokens(arch: Arch, hit: int, b: int) -> int:
     saved state at b floor(hit / b), and every layer must run the hit mod b tokens again (an L or
     W layer's input is the output of the layers below): at most b - 1, on average (b - 1) / 2.
     """
-    return 0 if set(arch.layout) <= set(GROWING) else hit % b
+    return 0 if _all_grow(arch) else hit % b
 
 
 def rollback_bytes(arch: Arch, k: int, dtype: str = "bfloat16", state_dtype: str = STATE_DTYPE, strategy: str = "states") -> int:
@@ -428,10 +425,13 @@ def rollback_bytes(arch: Arch, k: int, dtype: str = "bfloat16", state_dtype: str
     keep = k if strategy == "states" else 1
     total = 0
     for c in arch.layout:
-        if c == "L":
-            total += keep * layer_bytes(arch, "L", 1, dtype, state_dtype)
-        elif c == "W":
-            total += layer_bytes(arch, "W", min(k, arch.window), dtype)
+        spec = spec_of(c)
+        if spec.grows:
+            continue
+        if spec.ring:  # the ring slots the drafts overwrite
+            total += layer_bytes(arch, c, min(k, arch.window), dtype)
+        else:  # a fixed state
+            total += keep * layer_bytes(arch, c, 1, dtype, state_dtype)
     return total
 
 
@@ -439,7 +439,7 @@ def rollback_recompute_tokens(arch: Arch, accepted: int, strategy: str = "states
     """Tokens run again after a rollback that keeps ``accepted`` drafts: recompute with any L or W layer: accepted; else 0."""
     if strategy not in ROLLBACK_STRATEGIES:
         raise ValueError(f"strategy {strategy!r}: one of {', '.join(ROLLBACK_STRATEGIES)}")
-    return accepted if strategy == "recompute" and not set(arch.layout) <= set(GROWING) else 0
+    return accepted if strategy == "recompute" and not _all_grow(arch) else 0
 
 
 def verify_cost(arch: Arch, n: int, k: int, *, dtype: str = "bfloat16", impl: str = "fused", moe=None) -> Cost:

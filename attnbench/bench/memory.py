@@ -1,5 +1,7 @@
 """Cache memory of one sequence, analytically, per layer letter (must equal what caches hold).
 
+Each design's numbers are its spec's (attnbench/specs: token_elements, layer_bytes).
+
 After n tokens, one layer's cache holds (elements x bytes of the cache dtype, one sequence):
 
     S softmax         n * 2 * G * D                         (K and V)
@@ -14,6 +16,8 @@ tests/test_memory.py holds the two equal for every design and for bf16 and fp32.
 """
 
 from __future__ import annotations
+
+from attnbench.designs import spec_of
 
 from .presets import Arch
 
@@ -31,29 +35,12 @@ def dtype_bytes(dtype: str) -> int:
 
 def token_elements(arch: Arch, letter: str) -> int:
     """Cache elements one token adds to one layer of this letter (0 for fixed-size layers)."""
-    if letter == "S":
-        return 2 * arch.n_kv_heads * arch.head_dim
-    if letter == "M":
-        return 2 * arch.n_kv_heads * arch.head_dim + arch.index_dim
-    if letter == "W":
-        return 2 * arch.n_kv_heads * arch.head_dim  # until the window is full
-    if letter == "D":
-        return arch.mla_latent + arch.mla_rope + arch.index_dim
-    if letter == "L":
-        return 0
-    raise ValueError(f"layer letter {letter!r}")
+    return spec_of(letter).token_elements(arch)
 
 
 def layer_bytes(arch: Arch, letter: str, n: int, dtype: str = "bfloat16", state_dtype: str = STATE_DTYPE) -> int:
     """Bytes one sequence's cache of one layer holds after n tokens."""
-    if letter == "L":
-        if n == 0:
-            return 0
-        h, d = arch.lightning_shape
-        conv = max(arch.qkv_conv - 1, 0) * 3 * h * d * dtype_bytes(dtype)  # the conv variant's last K - 1 inputs
-        return h * d * d * dtype_bytes(state_dtype) + conv
-    held = min(n, arch.window) if letter == "W" else n
-    return held * token_elements(arch, letter) * dtype_bytes(dtype)
+    return spec_of(letter).layer_bytes(arch, n, dtype_bytes(dtype), dtype_bytes(state_dtype))
 
 
 def cache_bytes(arch: Arch, n: int, dtype: str = "bfloat16", state_dtype: str = STATE_DTYPE) -> int:
@@ -63,12 +50,12 @@ def cache_bytes(arch: Arch, n: int, dtype: str = "bfloat16", state_dtype: str = 
 
 def bytes_per_token(arch: Arch, dtype: str = "bfloat16") -> int:
     """Cache bytes each further token adds once every window is full (the slope)."""
-    return sum(token_elements(arch, c) for c in arch.layout if c in "SMD") * dtype_bytes(dtype)
+    return sum(token_elements(arch, c) for c in arch.layout if spec_of(c).grows) * dtype_bytes(dtype)
 
 
 def fixed_bytes(arch: Arch, dtype: str = "bfloat16", state_dtype: str = STATE_DTYPE) -> int:
     """Bytes that do not grow with the context once every window is full (states, ring buffers)."""
-    return sum(layer_bytes(arch, c, arch.window or 1, dtype, state_dtype) for c in arch.layout if c in "LW")
+    return sum(layer_bytes(arch, c, arch.window or 1, dtype, state_dtype) for c in arch.layout if not spec_of(c).grows)
 
 
 def memory_crossover(arch: Arch, baseline: Arch, dtype: str, n_max: int = N_MAX) -> int | None:

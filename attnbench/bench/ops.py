@@ -10,83 +10,46 @@ kernels/tolerance.py.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Callable
 
 import torch
 import torch.nn.functional as F
 
-import attnbench.kernels as K
-from attnbench.designs import KERNEL_OPS as OPS
-from attnbench.kernels.lightning import naive as lightning_naive
-from attnbench.kernels.msa import naive as msa_naive
-from attnbench.kernels.sliding_window import naive as sliding_naive
-from attnbench.kernels.softmax import naive as softmax_naive
-from attnbench.model.lightning import decay_rates
+from attnbench.designs import BASELINE_OP as BASELINE_OP  # re-exported: the kernel experiments read O.BASELINE_OP
+from attnbench.designs import DESIGNS, spec_of_op
+from attnbench.specs import OpShape, cast
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+Shape = OpShape  # the benchmark shapes are op shapes with as many keys as queries
 
 
-@dataclass(frozen=True)
-class Shape:
-    B: int
-    H: int
-    Hkv: int  # KV heads of softmax / sliding window; index groups G of msa (lightning has H)
-    T: int
-    D: int
-    window: int
-    block_size: int
-    top_k: int
-    index_dim: int
-
-    def label(self) -> str:
-        return f"B{self.B} H{self.H}/{self.Hkv} T{self.T} D{self.D}"
+def design_of(op: str) -> str:
+    """The design an op or a part of one belongs to (records need one): msa_select and msa_attn are msa's."""
+    for d in DESIGNS.values():
+        if d.op is not None and (op == d.op or op in d.behaviour().part_names):
+            return d.name
+    return op
 
 
 def make_inputs(op: str, sh: Shape, dtype: torch.dtype, device: torch.device, seed: int = 0) -> dict:
-    """Random inputs of ``op`` at ``sh`` (unit-scale q, k, v; lightning's q, k scaled by 0.3)."""
+    """Random inputs of ``op`` at ``sh`` (its spec's: unit-scale q, k, v; lightning's q, k scaled by 0.3)."""
     g = torch.Generator(device="cpu").manual_seed(seed)
 
     def rnd(*s, scale=1.0):
         return (torch.randn(*s, generator=g) * scale).to(device=device, dtype=dtype)
 
-    if op == "lightning":
-        return dict(
-            q=rnd(sh.B, sh.H, sh.T, sh.D, scale=0.3),
-            k=rnd(sh.B, sh.H, sh.T, sh.D, scale=0.3),
-            v=rnd(sh.B, sh.H, sh.T, sh.D),
-            decay=decay_rates(sh.H, 0, 2).to(device),
-        )
-    x = dict(q=rnd(sh.B, sh.H, sh.T, sh.D), k=rnd(sh.B, sh.Hkv, sh.T, sh.D), v=rnd(sh.B, sh.Hkv, sh.T, sh.D))
-    if op == "msa":
-        x["index_q"] = rnd(sh.B, sh.Hkv, sh.T, sh.index_dim)
-        x["index_k"] = rnd(sh.B, sh.T, sh.index_dim)
-    return x
+    return spec_of_op(op).inputs(sh, rnd)
 
 
 def run(op: str, backend: str, x: dict, sh: Shape, **kw) -> torch.Tensor:
-    """The op's output (msa: selection then attention) with ``backend``."""
-    if op == "softmax":
-        return K.softmax_attn(x["q"], x["k"], x["v"], backend=backend)
-    if op == "sliding_window":
-        return K.sliding_window_attn(x["q"], x["k"], x["v"], sh.window, backend=backend)
-    if op == "lightning":
-        if backend == "reference" and kw:
-            return lightning_reference(x, **kw)[0]
-        return K.lightning_attn(x["q"], x["k"], x["v"], x["decay"], backend=backend)[0]
-    if op == "msa":
-        idx = x.get("block_idx")
-        if idx is None:
-            idx = K.msa_select(x["index_q"], x["index_k"], sh.block_size, sh.top_k, backend=backend)
-        return K.msa_attn(x["q"], x["k"], x["v"], idx, sh.block_size, backend=backend)
-    raise ValueError(f"op={op!r}: allowed {', '.join(OPS)}")
+    """The op's output (msa: selection then attention) with ``backend``; keywords go to
+    lightning's reference (compute_dtype)."""
+    return spec_of_op(op).call(x, sh, backend, **kw)[0]
 
 
 def lightning_reference(x: dict, **kw) -> tuple[torch.Tensor, torch.Tensor]:
     """The lightning reference with its extra keywords (compute_dtype: plain torch in bf16 / fp16)."""
-    from attnbench.kernels.lightning.reference import lightning_attn
-
-    return lightning_attn(x["q"], x["k"], x["v"], x["decay"], **kw)
+    return spec_of_op("lightning").call(x, None, "reference", **kw)
 
 
 def sdpa_causal(x: dict) -> torch.Tensor:
@@ -103,18 +66,22 @@ def baseline(name: str, op: str, x: dict, sh: Shape) -> tuple[Callable, list] | 
     timed call; their leaves require grad when x's q does.
     """
     grad = x["q"].requires_grad
+    spec = spec_of_op(op)
+    if name not in spec.baselines:
+        return None
     if name == "reference":
         return (lambda: run(op, "reference", x, sh)), [x["q"], x["k"], x["v"]]
-    if name == "flash_attn" and op in ("softmax", "sliding_window"):
+    if name == "flash_attn":
         from flash_attn import flash_attn_func
 
         q, k, v = (x[n].detach().transpose(1, 2).contiguous().requires_grad_(grad) for n in ("q", "k", "v"))  # (B, T, H, D)
-        window = (sh.window - 1, 0) if op == "sliding_window" else (-1, -1)
+        band = spec.band(sh)
+        window = (band - 1, 0) if band is not None else (-1, -1)
         return (lambda: flash_attn_func(q, k, v, causal=True, window_size=window)), [q, k, v]
-    if name == "flex" and op in ("softmax", "sliding_window"):
+    if name == "flex":
         from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 
-        w = sh.window if op == "sliding_window" else sh.T + 1
+        w = spec.band(sh) or sh.T + 1
 
         def band(b, h, q_idx, kv_idx):
             return (kv_idx <= q_idx) & (q_idx - kv_idx < w)
@@ -127,7 +94,7 @@ def baseline(name: str, op: str, x: dict, sh: Shape) -> tuple[Callable, list] | 
 
         fn()  # compile now, outside the timing
         return fn, [x["q"], x["k"], x["v"]]
-    if name == "fla" and op == "lightning":
+    if name == "fla":
         from fla.ops.lightning_attn import chunk_lightning_attn
 
         q, k, v = (x[n].detach().transpose(1, 2).contiguous().requires_grad_(grad) for n in ("q", "k", "v"))  # (B, T, H, D)
@@ -149,23 +116,10 @@ def with_backward(fn: Callable, leaves: list) -> Callable:
 
 
 def naive(op: str, x: dict, sh: Shape, dtype: torch.dtype = torch.float64) -> torch.Tensor:
-    """The op's naive formula (kernels/<op>/naive.py) on x cast to ``dtype``: the truth in float64
-    (dense, O(T^2) time and memory: moderate T only), plain torch in x's own dtype. msa selects
-    with its naive selection unless x holds a block_idx."""
-    z = {n: (t.to(dtype) if t.is_floating_point() else t) for n, t in x.items()}
-    q, k, v = z["q"], z["k"], z["v"]
-    if op == "softmax":
-        return softmax_naive.softmax_attn(q, k, v)
-    if op == "sliding_window":
-        return sliding_naive.sliding_window_attn(q, k, v, sh.window)
-    if op == "lightning":
-        return lightning_naive.lightning_attn(q, k, v, z["decay"])[0]
-    if op == "msa":
-        idx = z.get("block_idx")
-        if idx is None:
-            idx = msa_naive.msa_select(z["index_q"], z["index_k"], sh.block_size, sh.top_k)
-        return msa_naive.msa_attn(q, k, v, idx, sh.block_size)
-    raise ValueError(f"op={op!r}: allowed {', '.join(OPS)}")
+    """The op's naive formula (kernels/<op>/naive.py, through its spec) on x cast to ``dtype``:
+    the truth in float64 (dense, O(T^2) time and memory: moderate T only), plain torch in x's
+    own dtype. msa selects with its naive selection unless x holds a block_idx."""
+    return spec_of_op(op).naive(cast(x, dtype), sh)[0]
 
 
 def fwd_bwd(fn: Callable[[dict], torch.Tensor], x: dict, names: tuple[str, ...], do: torch.Tensor):

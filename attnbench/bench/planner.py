@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+from attnbench.designs import of, spec_of
+
 from . import costmodel, memory
 from .presets import from_model
 
@@ -56,13 +58,11 @@ def prefill_cost(model_cfg, design_cfg, n: int, *, batch: int = 1, dtype: str = 
     body = replace(arch, layout=arch.layout[:-1])
     cost = costmodel.model_cost(body, "prefill", n, batch=batch, dtype=dtype, impl=impl, moe=moe) if body.layout else costmodel.Cost()
     last, C = arch.layout[-1], model_cfg.d_model
-    H, G, D = arch.n_heads, arch.n_kv_heads, arch.head_dim
     e = memory.dtype_bytes(dtype)
-    if last == "L":
-        cost = cost + costmodel.op_cost("lightning", "prefill", n, arch, batch=batch, dtype=dtype, impl=impl)
-        width = 5 * H * D  # q, k, v, gate and output projections
-    else:
-        width = 2 * G * D + (arch.index_dim if last == "M" else 0)
+    spec = spec_of(last)
+    if spec.fill_runs_op:  # a layer with a state runs its attention to update it
+        cost = cost + costmodel.op_cost(of(last).cost, "prefill", n, arch, batch=batch, dtype=dtype, impl=impl)
+    width = spec.fill_width(arch)  # the projections it runs to fill its cache
     return cost.add("last layer: cache", 2 * batch * n * C * width, e * batch * n * (C + width), 3)
 
 

@@ -15,10 +15,10 @@ from typing import Any, Callable
 
 import torch
 
-from attnbench.kernels import lightning_attn, msa_attn, msa_select, sliding_window_attn, softmax_attn
+from attnbench.designs import spec_of
 from attnbench.model.backbone import Block
 from attnbench.model.common import Buffer
-from attnbench.model.lightning import decay_rates
+from attnbench.specs import OpShape
 
 from .presets import Arch
 
@@ -30,60 +30,43 @@ def _randn(*shape, dtype, device, g, scale=1.0):
 def op_call(
     letter: str, phase: str, n: int, a: Arch, *, batch: int, dtype: torch.dtype, device: torch.device, backend: str = "auto", seed: int = 0
 ) -> Callable[[], object]:
+    """The op of one layer of this letter on its spec's random inputs: a prefill of n tokens, or
+    one query against the n tokens its cache holds (a ring holds at most its window)."""
+    spec = spec_of(letter)
+    if spec.op is None:
+        raise ValueError(f"no op for layer letter {letter!r}")
     g = torch.Generator().manual_seed(seed)
 
-    def r(*shape, scale=1.0):
+    def rnd(*shape, scale=1.0):
         return _randn(*shape, dtype=dtype, device=device, g=g, scale=scale)
 
-    B, H, G, D = batch, a.n_heads, a.n_kv_heads, a.head_dim
-    T = n if phase == "prefill" else 1
-    if letter == "S":
-        q, k, v = r(B, H, T, D), r(B, G, n, D), r(B, G, n, D)
-        return lambda: softmax_attn(q, k, v, backend=backend)
-    if letter == "W":
-        held = n if phase == "prefill" else min(n, a.window)  # decode: the ring buffer's keys
-        q, k, v = r(B, H, T, D), r(B, G, held, D), r(B, G, held, D)
-        return lambda: sliding_window_attn(q, k, v, a.window, backend=backend)
-    if letter == "L":
-        q, k, v = r(B, H, T, D, scale=0.1), r(B, H, T, D, scale=0.1), r(B, H, T, D)
-        decay = decay_rates(H, 0, 2).to(device)
-        state = None if phase == "prefill" else r(B, H, D, D).float()
-        return lambda: lightning_attn(q, k, v, decay, initial_state=state, backend=backend)
-    if letter == "M":
-        q, k, v = r(B, H, T, D), r(B, G, n, D), r(B, G, n, D)
-        iq, ik = r(B, G, T, a.index_dim), r(B, n, a.index_dim)
-
-        def call():
-            idx = msa_select(iq, ik, a.block_size, a.top_k, backend=backend)
-            return msa_attn(q, k, v, idx, a.block_size, backend=backend)
-
-        return call
-    raise ValueError(f"no op for layer letter {letter!r}")
+    T, S = (n, n) if phase == "prefill" else (1, spec.held(a, n))
+    sh = OpShape(
+        B=batch,
+        H=a.n_heads,
+        Hkv=a.n_kv_heads,
+        T=T,
+        D=a.head_dim,
+        window=a.window,
+        block_size=a.block_size,
+        top_k=a.top_k,
+        index_dim=a.index_dim,
+        S=S,
+    )
+    x = spec.inputs(sh, rnd)
+    return lambda: spec.call(x, sh, backend)
 
 
 def filled_cache(block: Block, n: int, *, batch: int, dtype: torch.dtype, device: torch.device, seed: int = 0):
-    """A cache for `block` holding n tokens of random keys / values / index keys / state."""
+    """A cache for `block` holding n tokens of random keys / values / index keys / state (its spec fills it)."""
     g = torch.Generator().manual_seed(seed)
 
-    def r(*shape):
-        return _randn(*shape, dtype=dtype, device=device, g=g)
+    def rnd(*shape, scale=1.0):
+        return _randn(*shape, dtype=dtype, device=device, g=g, scale=scale)
 
-    attn: Any = block.attn  # which attention, and so which cache, the letter below says
+    attn: Any = block.attn  # which attention, and so which cache, the block's letter says
     cache: Any = attn.new_cache()
-    letter = block.letter
-    if letter in "SM":
-        k = r(batch, attn.Hkv if letter == "S" else attn.G, n, attn.D)
-        v = torch.randn_like(k)
-        cache.reserve(n + 1)  # room for the decode step's token, allocated once
-        cache.append(k, v)
-        if letter == "M":
-            cache.ik.append(r(batch, n, attn.Di))
-    elif letter == "W":
-        k = r(batch, attn.Hkv, min(n, attn.window), attn.D)
-        cache.write(k, torch.randn_like(k))
-        cache.length = n
-    elif letter == "L":
-        cache.state, cache.length = r(batch, attn.H, attn.D, attn.D).float(), n
+    spec_of(block.letter).fill_cache(attn, cache, n, batch, rnd)
     return cache
 
 

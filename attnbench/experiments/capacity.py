@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from attnbench.designs import spec_of
 from attnbench.evaluate import batch_accuracy, wilson
 from attnbench.experiments.train import record_training, training_facts
 from attnbench.model import layout_for
@@ -28,7 +29,7 @@ TASK = "mqar"  # the task name of the records (train/acc checks and capacity/acc
 def state_floats(cfg, name: str) -> float:
     """Floats of one lightning layer's state, H x D x D (D = width / H); NaN for a design without lightning layers."""
     design = cfg.attention[name]
-    if "L" not in layout_for(cfg.model, design):
+    if not any(spec_of(c).state for c in layout_for(cfg.model, design)):
         return float("nan")
     heads = int(design.get("lightning_heads", 0) or cfg.model.n_heads)
     d = cfg.model.n_heads * cfg.model.head_dim // heads

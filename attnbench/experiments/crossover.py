@@ -22,7 +22,7 @@ from attnbench.bench.calibrate import hardware_for_run, load_profile
 from attnbench.bench.presets import TEXT01, M3, from_model
 from attnbench.bench.workloads import filled_cache, make_block
 from attnbench.config import parse_duration
-from attnbench.designs import LAYOUT_LETTERS, of, op_of
+from attnbench.designs import LAYOUT_LETTERS, of, op_of, spec_of
 from attnbench.model import resolve_layout
 
 ANALYTIC_RESERVE_S = 60.0  # budget kept for the analytic part and the summary
@@ -69,8 +69,8 @@ def check_windows(ctx, designs) -> None:
         for letter in LAYOUT_LETTERS:
             single = of(letter).name
             if letter in cfg.attention[d].layout and single in cfg.attention:
-                for key in ("window", "block_size", "top_k", "index_dim"):
-                    if cfg.attention[d][key] != cfg.attention[single][key] and letter in "WM":
+                for key in spec_of(letter).settings:  # the settings its layers read
+                    if cfg.attention[d][key] != cfg.attention[single][key]:
                         ctx.console.print(
                             f"  [yellow]note[/]: attention.{d}.{key}={cfg.attention[d][key]} differs from "
                             f"attention.{single}.{key}; its {letter} layers are timed with the latter"

@@ -28,14 +28,10 @@ from attnbench.bench import costmodel
 from attnbench.bench import ops as O
 from attnbench.bench.presets import Arch
 from attnbench.bench.timing import efficiency, round_ratios, time_alternating, time_fn
+from attnbench.designs import KERNEL_OPS, spec_of_op
 from attnbench.kernels import tolerance
 
-TIMED = ("lightning", "sliding_window", "msa")
-
-
-def design_of(op: str) -> str:
-    """The design an op belongs to (records need one): msa_select and msa_attn are msa's."""
-    return "msa" if op.startswith("msa") else op
+TIMED = tuple(op for op in KERNEL_OPS if op != O.BASELINE_OP)  # the baseline is timed as causal SDPA
 
 
 def shape(cfg, T: int) -> O.Shape:
@@ -104,7 +100,7 @@ def timings(ctx, T: int, dtype: torch.dtype, ops: list[str], peak: float | None 
         eff = efficiency(flops, t.median_ms / 1e3, peak) if dt == "float32" else {}
         roof = {"roofline_s": flops / peak} if eff and peak else {}  # the op's FLOPs at the calibrated peak
         cell.record(
-            design_of(name),
+            O.design_of(name),
             "latency/prefill_ms",
             t.median_ms,
             "ms",
@@ -131,21 +127,14 @@ def timings(ctx, T: int, dtype: torch.dtype, ops: list[str], peak: float | None 
 
     # SDPA and every op call by call in turn (bench.timing.time_alternating): drift in the
     # machine hits both sides of every ratio alike; on CUDA, each alone (do_bench syncs and flushes)
-    import attnbench.kernels as K
-
     fns: dict[str, tuple[str, Callable[[], object]]] = {}  # name -> (backend, the call)
-    xs = {"softmax": O.make_inputs("softmax", sh, dtype, dev)}
-    fns["softmax"] = ("sdpa", partial(O.sdpa_causal, xs["softmax"]))
+    xs = {O.BASELINE_OP: O.make_inputs(O.BASELINE_OP, sh, dtype, dev)}
+    fns[O.BASELINE_OP] = ("sdpa", partial(O.sdpa_causal, xs[O.BASELINE_OP]))
     for op in ops:
         xs[op] = x = O.make_inputs(op, sh, dtype, dev)
         fns[op] = ("reference", partial(O.run, op, "reference", x, sh))
-        if op == "msa":  # the two parts alone
-            idx = K.msa_select(x["index_q"], x["index_k"], sh.block_size, sh.top_k, backend="reference")
-            fns["msa_select"] = (
-                "reference",
-                partial(K.msa_select, x["index_q"], x["index_k"], sh.block_size, sh.top_k, backend="reference"),
-            )
-            fns["msa_attn"] = ("reference", partial(K.msa_attn, x["q"], x["k"], x["v"], idx, sh.block_size, backend="reference"))
+        for part, fn in spec_of_op(op).parts(x, sh, "reference").items():  # msa: its two parts alone
+            fns[part] = ("reference", fn)
     with torch.no_grad():
         if dev.type == "cpu":
             got, rounds = time_alternating({n: f for n, (_, f) in fns.items()}, min_run_time=cfg.kernels.min_run_time, repeats=5)
@@ -153,9 +142,9 @@ def timings(ctx, T: int, dtype: torch.dtype, ops: list[str], peak: float | None 
             got, rounds = {n: time_fn(f, dev, min_run_time=cfg.kernels.min_run_time) for n, (_, f) in fns.items()}, {}
     for name, (backend, _) in fns.items():
         report(name, backend, got[name])
-    sdpa_ms = got["softmax"].median_ms
+    sdpa_ms = got[O.BASELINE_OP].median_ms
     for op in ops:
-        ratio = round_ratios(rounds, "softmax", op) if rounds else (sdpa_ms / got[op].median_ms, float("nan"), float("nan"))
+        ratio = round_ratios(rounds, O.BASELINE_OP, op) if rounds else (sdpa_ms / got[op].median_ms, float("nan"), float("nan"))
         cell.record(
             op,
             "kernels/speedup",
@@ -171,50 +160,33 @@ def timings(ctx, T: int, dtype: torch.dtype, ops: list[str], peak: float | None 
             method="alternating, ratio round by round" if rounds else "each alone",
             **common,
         )
-        if op == "sliding_window" and "flex" in cfg.kernels.baselines:
-            flex(ctx, cell, xs[op], sh, sdpa_ms, timed, common, load_before)
+        if spec_of_op(op).cpu_flex and "flex" in cfg.kernels.baselines:
+            flex(ctx, cell, op, xs[op], sh, sdpa_ms, timed, common, load_before)
     for rec in cell.pending:
         rec["loadavg_after"] = os.getloadavg()
     cell.commit()
 
 
-def flex(ctx, cell, x, sh, sdpa_ms, timed, common, load_before) -> None:
-    """Compiled FlexAttention with a sliding-window block mask: forward only (no CPU backward)."""
+def flex(ctx, cell, op, x, sh, sdpa_ms, timed, common, load_before) -> None:
+    """Compiled FlexAttention with the op's block mask (a sliding window): forward only (no CPU backward)."""
     import time
 
     start = time.perf_counter()
     try:
         with torch.no_grad():
-            got = O.baseline("flex", "sliding_window", x, sh)  # compiles (first call)
+            got = O.baseline("flex", op, x, sh)  # compiles (first call)
         if got is None:
-            raise RuntimeError("flex has no sliding_window kernel")
+            raise RuntimeError(f"flex has no {op} kernel")
         fn = got[0]
     except Exception as ex:  # noqa: BLE001 - torch.compile can fail in many ways
         cell.record(
-            "sliding_window",
-            "latency/prefill_ms",
-            None,
-            "ms",
-            "skipped",
-            op="sliding_window",
-            backend="flex",
-            note=f"{type(ex).__name__}: {ex}"[:300],
-            **common,
+            op, "latency/prefill_ms", None, "ms", "skipped", op=op, backend="flex", note=f"{type(ex).__name__}: {ex}"[:300], **common
         )
         return
-    cell.record("sliding_window", "kernels/compile_s", time.perf_counter() - start, "s", op="sliding_window", backend="flex", **common)
-    ms = timed("sliding_window", "flex", fn)
+    cell.record(op, "kernels/compile_s", time.perf_counter() - start, "s", op=op, backend="flex", **common)
+    ms = timed(op, "flex", fn)
     cell.record(
-        "sliding_window",
-        "kernels/speedup",
-        sdpa_ms / ms,
-        "x",
-        op="sliding_window",
-        backend="flex",
-        baseline="sdpa",
-        phase="fwd",
-        loadavg=load_before,
-        **common,
+        op, "kernels/speedup", sdpa_ms / ms, "x", op=op, backend="flex", baseline="sdpa", phase="fwd", loadavg=load_before, **common
     )
 
 
@@ -229,23 +201,21 @@ def summary(ctx) -> str:
     recs = [r for r in load_records([ctx.recorder.path]) if r["status"] == "measured"]
     ms = {(_column(r), r["context_len"]): r for r in recs if r["metric"] == "latency/prefill_ms"}
     lengths = sorted({T for _, T in ms})
-    ops = ["softmax"] + [
-        op
-        for op in ("lightning", "sliding_window", "sliding_window (flex)", "msa", "msa_select", "msa_attn")
-        if any(o == op for o, _ in ms)
-    ]
-    head = "| T | " + " | ".join(("causal SDPA" if op == "softmax" else op) + " ms (x)" for op in ops) + " | load avg |"
+    columns = [c for op in TIMED for c in (op, f"{op} (flex)", *spec_of_op(op).part_names)]  # an op, its flex twin, its parts
+    ops = [O.BASELINE_OP] + [c for c in columns if any(o == c for o, _ in ms)]
+    label = {O.BASELINE_OP: "causal SDPA"}
+    head = "| T | " + " | ".join((label.get(op) or op) + " ms (x)" for op in ops) + " | load avg |"
     lines = [head, "|" + "---|" * (len(ops) + 2)]
     eff = [
         "",
         "Achieved GFLOP/s (fraction of the calibrated fp32 matmul peak), by the cost model's FLOP count:",
         "",
-        "| T | " + " | ".join("causal SDPA" if op == "softmax" else op for op in ops) + " |",
+        "| T | " + " | ".join((label.get(op) or op) for op in ops) + " |",
         "|" + "---|" * (len(ops) + 1),
     ]
     noisy = False
     for T in lengths:
-        base = ms.get(("softmax", T))
+        base = ms.get((O.BASELINE_OP, T))
         cells, rates = [], []
         for op in ops:
             r = ms.get((op, T))
@@ -253,7 +223,7 @@ def summary(ctx) -> str:
             noisy |= bool(mark)
             if r is None:
                 cells.append("-")
-            elif op == "softmax" or base is None:
+            elif op == O.BASELINE_OP or base is None:
                 cells.append(f"{r['value']:.1f}{mark}")
             else:
                 cells.append(f"{r['value']:.1f} ({base['value'] / r['value']:.1f}x){mark}")

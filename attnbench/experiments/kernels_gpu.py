@@ -35,6 +35,7 @@ from attnbench.bench import ops as O
 from attnbench.kernels import tolerance
 from attnbench.bench.timing import Timing, time_fn
 from attnbench.config import parse_duration
+from attnbench.designs import spec_of_op
 from attnbench.runner import RunContext
 
 GRAD_NAMES = ("q", "k", "v")
@@ -71,7 +72,7 @@ class Run:
         kw.setdefault("layout", "")
         if self.dry:
             kw["dry_run"] = True
-        design = "msa" if op.startswith("msa") else op
+        design = O.design_of(op)
         if cell is not None:
             cell.record(design, metric, value, unit, status, op=op, **kw)
         else:  # a record of its own (a skip): keyed by what it is about
@@ -126,7 +127,8 @@ class Run:
         x = O.make_inputs(op, sh, dtype, self.dev, seed=T)
         ok = True
         common = dict(backend="triton", dtype=dt, context_len=T, phase="fwd_bwd" if grads else "fwd")
-        if op == "msa":
+        spec = spec_of_op(op)
+        if spec.selects:  # the selection alone; the attention is then judged on the reference's
             with torch.no_grad():
                 got = K.msa_select(x["index_q"], x["index_k"], sh.block_size, sh.top_k, backend="triton")
                 want = K.msa_select(x["index_q"], x["index_k"], sh.block_size, sh.top_k, backend="reference")
@@ -147,7 +149,7 @@ class Run:
             )
             x["block_idx"] = want
         truth_x = {n: (t.float() if t.is_floating_point() else t) for n, t in x.items()}
-        plain_kw = {"compute_dtype": dtype} if op == "lightning" else {}
+        plain_kw = {"compute_dtype": dtype} if spec.plain_kw else {}
         do = torch.randn(x["q"].shape[:3] + (x["v"].shape[-1],), generator=torch.Generator().manual_seed(1)).to(self.dev, dtype)
         results = {}
         for name, backend, inputs, kw in (
@@ -166,15 +168,16 @@ class Run:
                     results[name] = (fn(inputs), {})
         tensors = [("o", *(results[n][0] for n in ("kernel", "plain", "truth")))]
         tensors += [(f"d{g}", *(results[n][1][g] for n in ("kernel", "plain", "truth"))) for g in results["kernel"][1]]
-        if op == "lightning":  # the final state too (no gradient taken through it here)
+        for i, out in enumerate(spec.outputs[1:], 1):  # lightning's final state too (no gradient taken through it here)
             with torch.no_grad():
-
-                def state(z, backend, **kw):
-                    if kw:
-                        return O.lightning_reference(z, **kw)[1]
-                    return K.lightning_attn(z["q"], z["k"], z["v"], z["decay"], backend=backend)[1]
-
-                tensors.append(("final_state", state(x, "triton"), state(x, "reference", **plain_kw), state(truth_x, "reference")))
+                tensors.append(
+                    (
+                        out,
+                        spec.call(x, sh, "triton")[i],
+                        spec.call(x, sh, "reference", **plain_kw)[i],
+                        spec.call(truth_x, sh, "reference")[i],
+                    )
+                )
         for name, got_t, plain_t, truth_t in tensors:
             err, scale = tolerance.max_error(got_t, truth_t)
             torch_err, _ = tolerance.max_error(plain_t, truth_t)
@@ -239,16 +242,15 @@ class Run:
         sh = self.shape(T)
         try:
             x = O.make_inputs(op, sh, dtype, self.dev, seed=T)
-            sx = x if op in ("softmax", "sliding_window", "msa") else O.make_inputs("softmax", sh, dtype, self.dev, seed=T)
+            spec = spec_of_op(op)
+            sx = x if spec.gqa_inputs else O.make_inputs(O.BASELINE_OP, sh, dtype, self.dev, seed=T)
             for z in (x, sx):
                 for n in GRAD_NAMES:
                     z[n].requires_grad_(grads)
             leaves = [x[n] for n in GRAD_NAMES]
             fns = {"triton": ((lambda: O.run(op, "triton", x, sh)), leaves)}
-            if op == "msa" and not grads:  # the two parts alone
-                idx = K.msa_select(x["index_q"], x["index_k"], sh.block_size, sh.top_k, backend="triton")
-                fns["triton:select"] = ((lambda: K.msa_select(x["index_q"], x["index_k"], sh.block_size, sh.top_k, backend="triton")), [])
-                fns["triton:attn"] = ((lambda: K.msa_attn(x["q"], x["k"], x["v"], idx, sh.block_size, backend="triton")), leaves)
+            for part, fn in ({} if grads else spec.parts(x, sh, "triton")).items():  # msa: its two parts alone
+                fns[f"triton:{part.removeprefix(op + '_')}"] = (fn, leaves)
             fns.update(self.baselines(op, x, sx, sh, metric, common))
             timed = {name: (O.with_backward(fn, lv) if grads else fn) for name, (fn, lv) in fns.items()}
             ms = {}

@@ -24,6 +24,7 @@ from attnbench.bench import planner
 from attnbench.bench.calibrate import hardware_for_run
 from attnbench.bench.timing import efficiency, noisy
 from attnbench.config import parse_duration
+from attnbench.designs import spec_of
 from attnbench.evaluate import PeakRSS, ProbeResult, batch_accuracy, run_sample, wilson
 from attnbench.experiments.train import record_training, training_facts
 from attnbench.kernels import for_layout
@@ -215,7 +216,7 @@ def run_grid(ctx, grid: Grid) -> None:
     def compiles_at(name: str, L: int) -> bool:
         """Whether a cell of L tokens runs compiled lightning blocks (compiled when its first such cell starts)."""
         model = models[name].model
-        return compiling and "L" in model.layout[:-1] and L >= prefill_chunk(model, cfg.eval.chunk)
+        return compiling and any(spec_of(c).compiled_prefill for c in model.layout[:-1]) and L >= prefill_chunk(model, cfg.eval.chunk)
 
     ctx.console.print("calibrating prefill cost per design ...")
     cal = {

@@ -28,6 +28,7 @@ import torch
 from attnbench.bench import costmodel, memory
 from attnbench.bench.calibrate import load_profile
 from attnbench.bench.presets import PRESETS, from_model
+from attnbench.designs import spec_of
 from attnbench.evaluate import score
 from attnbench.experiments.longctx import _rng
 from attnbench.model import ModelCache
@@ -98,7 +99,7 @@ def run(ctx) -> None:
         trained = get_model(cfg, name, dev, console=ctx.console)
         model = trained.model.eval()
         chunk = prefill_chunk(model, int(cfg.eval.chunk))
-        modes = ["end"] + (["chunk"] if "L" in model.layout else [])
+        modes = ["end"] + (["chunk"] if any(spec_of(c).state for c in model.layout) else [])
         for L in lengths:
             cells = {
                 (fmt, when): ctx.cell(

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from attnbench.designs import DESIGNS, LAYOUT_LETTERS, describe_letters
+from attnbench.designs import DESIGNS, LAYOUT_LETTERS, describe_letters, spec_of
 
 from .moe import MoE
 
@@ -173,7 +173,7 @@ class Model(nn.Module):
         x = self.embed(idx)
         chunk, compiled = self._compiled_prefill or (0, _block_step)
         for block, layer_cache in zip(self.block_list[:-1], cache.layers[:-1]):
-            step = compiled if idx.shape[1] == chunk and block.letter == "L" else _block_step
+            step = compiled if idx.shape[1] == chunk and spec_of(block.letter).compiled_prefill else _block_step
             x, _, _ = step(block, x, layer_cache)
         last = self.block_list[-1]
         last.attn.fill_cache(last.attn_norm(x), cache.layers[-1])
@@ -193,7 +193,7 @@ class Model(nn.Module):
         for it. Outputs match the eager prefill to fp32 rounding
         (tests/test_model.py). Returns False, compiling nothing, for a model without lightning blocks.
         """
-        if "L" not in self.layout[:-1]:
+        if not any(spec_of(c).compiled_prefill for c in self.layout[:-1]):
             return False
         warm = torch.randint(self.cfg.vocab_size, (1, 2 * chunk), generator=torch.Generator().manual_seed(0))
         warm = warm.to(self.embed.weight.device)

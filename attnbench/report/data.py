@@ -12,6 +12,7 @@ from typing import Iterable
 
 import pandas as pd
 
+from attnbench.designs import DESIGN_ORDER  # the order tables and legends list designs in; unknown names follow alphabetically
 from attnbench.results import scan
 
 # Columns every figure may ask for, present (as None) even when no record carries them.
@@ -73,8 +74,6 @@ COLUMNS = (
 )
 # Statuses of numbers that were not timed or counted here: drawn hollow/dashed, marked with a dagger.
 NOT_MEASURED = ("projected", "analytic")
-# The designs in the order tables and legends list them; unknown names follow alphabetically.
-DESIGN_ORDER = ("softmax", "lightning", "lightning_hybrid", "sliding_window", "swa_hybrid", "msa")
 LEN_128K, LEN_1M, LEN_4M = 131072, 1048576, 4194304
 FIGURE_DIR = "figures"  # the report's PNGs, beside report.html (W&B logs them as images)
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import pandas as pd
 
+from attnbench.designs import BASELINE_OP
+
 from .data import DESIGN_ORDER, RunData, designs, fmt_bytes, fmt_len, metric
 from .readme import table
 from .readme_tables import run_facts
@@ -107,13 +109,13 @@ def kernels_cpu(data: RunData) -> pd.DataFrame:
     d = metric(data.records, "latency/prefill_ms")
     rows = []
     for row, g in _by_cpu_and_length(data, d):
-        base = g[(g["op"] == "softmax") & (g["status"] == "measured")]["v"]
+        base = g[(g["op"] == BASELINE_OP) & (g["status"] == "measured")]["v"]
         for (op, backend), gg in g.groupby(["op", "backend"], sort=False):
             if (gg["status"] != "measured").all():
                 row[f"{op} ({backend}) ms"] = f"{gg['status'].iloc[0]}"
                 continue
             ms = gg[gg["status"] == "measured"]["v"].iloc[0]
-            ratio = f" ({base.iloc[0] / ms:.1f}x)" if len(base) and op != "softmax" else ""
+            ratio = f" ({base.iloc[0] / ms:.1f}x)" if len(base) and op != BASELINE_OP else ""
             row[f"{op} ({backend}) ms"] = f"{ms:.1f}{ratio}"
         load = g["loadavg"].dropna()
         row["load avg (1 min)"] = f"{load.iloc[0][0]:.2f}" if len(load) else "—"
@@ -421,14 +423,14 @@ def timing_order(data: RunData) -> pd.DataFrame:
     rows = []
     for phase, g in d.groupby("phase", sort=False):
         row = {"phase": phase}
-        for op, gg in g.groupby("op", sort=False):
+        for call, gg in g.groupby("op", sort=False):  # an attention op, or the probe's matmul
             v = gg["v"]
-            if op == "matmul":
+            if call == "matmul":
                 row["matmul GFLOP/s (median of 15)"] = f"{gg['gflop_per_s'].iloc[0]:.1f}"
             elif len(v) == 1:
-                row[f"{op} s"] = f"{v.iloc[0]:.2f}"
+                row[f"{call} s"] = f"{v.iloc[0]:.2f}"
             else:
-                row[f"{op} s"] = f"{v.median():.3f} ({v.min():.3f}–{v.max():.3f}, n {len(v)})"
+                row[f"{call} s"] = f"{v.median():.3f} ({v.min():.3f}–{v.max():.3f}, n {len(v)})"
         row["minor faults"] = f"{g['minor_faults'].sum():.0f}"
         row["load (1 min)"] = f"{g['loadavg'].min():.2f}–{g['loadavg'].max():.2f}"
         rows.append(row)

@@ -26,7 +26,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter
 
-from attnbench.designs import DESIGNS
+from attnbench.designs import DESIGNS, MIXTURE_STYLES, VARIANTS
 
 from .data import NOT_MEASURED, design_order, fmt_len
 
@@ -54,7 +54,6 @@ PALETTE = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#0
 MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*", "h"]
 SERIES_COLORS = ["#D55E00", "#0072B2", "#009E73", "#CC79A7", "#000000"]  # series that are not designs
 PRESET_COLORS = ["#332288", "#882255", "#117733", "#999933", "#AA4499", "#44AA99"]  # Tol's muted, for presets
-_GREEN, _SKY = "#009E73", "#56B4E9"  # the two hybrids' colours
 
 
 def _family(name: str, marker: str | None = None) -> tuple[str, str]:
@@ -64,19 +63,12 @@ def _family(name: str, marker: str | None = None) -> tuple[str, str]:
 
 
 # Every named design (conf/attention/*.yaml) has its (colour, marker) here, the same in every
-# figure. Single-letter designs take theirs from the registry (attnbench/designs.py); a variant
-# (one setting changed) takes its family's colour and a marker of its own, so it reads as its
-# family's. tests/test_designs.py holds every conf/attention design to an entry here.
+# figure, all of it the registry's data (attnbench/designs.py): a single-letter design's own, a
+# mixture's (MIXTURE_STYLES), and a variant's (VARIANTS: its family's colour, a marker of its
+# own, so it reads as its family's). tests/test_designs.py holds every conf/attention design to an entry here.
 FIXED: dict[str, tuple[str, str]] = {d.name: (d.colour, d.marker) for d in DESIGNS.values() if d.colour}
-FIXED |= {"lightning_hybrid": (_GREEN, "^"), "swa_hybrid": (_SKY, "v")}
-FIXED |= {
-    "lightning_hybrid16": _family("lightning_hybrid", "X"),
-    "lightning_hybrid31": _family("lightning_hybrid", "*"),
-    "lightning_hybrid_h8": _family("lightning_hybrid", "h"),
-    "lightning_hybrid_nope": _family("lightning_hybrid", "p"),
-    "lightning_conv_nope": _family("lightning_hybrid", "d"),
-    "softmax_logn": _family("softmax", ">"),
-}
+FIXED |= MIXTURE_STYLES
+FIXED |= {name: _family(family, marker) for name, (family, marker) in VARIANTS.items()}
 WIDTH = 7.2  # inches: an A4 page's text width
 
 

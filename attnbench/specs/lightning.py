@@ -1,0 +1,67 @@
+"""Lightning attention (L): linear attention with a per-head decay; a fixed D x D state per head."""
+
+from __future__ import annotations
+
+import attnbench.kernels as K
+from attnbench.kernels.lightning import naive as lightning_naive
+
+from . import Spec
+
+
+class Lightning(Spec):
+    name, op = "lightning", "lightning"
+    grows, state = False, True
+    compiled_prefill = fill_runs_op = True
+    baselines = ("reference", "fla")
+    plain_kw = True
+    outputs = ("o", "final_state")
+    gqa_inputs = False
+
+    def costs(self):
+        from attnbench.bench import costmodel as cm  # the formulas (imported on use: costmodel reads the specs)
+
+        return {"lightning": cm.lightning_cost}
+
+    def token_elements(self, arch):
+        return 0
+
+    def layer_bytes(self, arch, n, e, state_e):
+        if n == 0:
+            return 0
+        h, d = arch.lightning_shape
+        conv = max(arch.qkv_conv - 1, 0) * 3 * h * d * e  # the conv variant's last K - 1 inputs
+        return h * d * d * state_e + conv
+
+    def fill_cache(self, attn, cache, n, batch, rnd):
+        cache.state, cache.length = rnd(batch, attn.H, attn.D, attn.D).float(), n
+
+    def projection_params(self, arch):
+        C, H, D = arch.d_model, arch.n_heads, arch.head_dim
+        return C * 3 * H * D + C * H * D + H * D * C
+
+    def fill_width(self, arch):
+        return 5 * arch.n_heads * arch.head_dim  # q, k, v, gate and output projections: it runs its attention
+
+    def inputs(self, sh, rnd):
+        """q, k scaled by 0.3; a decode-like call (T < S) starts from a random state (fp32)."""
+        from attnbench.model.lightning import decay_rates
+
+        x = dict(q=rnd(sh.B, sh.H, sh.T, sh.D, scale=0.3), k=rnd(sh.B, sh.H, sh.T, sh.D, scale=0.3), v=rnd(sh.B, sh.H, sh.T, sh.D))
+        x["decay"] = decay_rates(sh.H, 0, 2).to(x["q"].device)  # (H,) the first of two layers' rates
+        if sh.T < sh.keys:
+            x["state"] = rnd(sh.B, sh.H, sh.D, sh.D).float()
+        return x
+
+    def call(self, x, sh, backend, **kw):
+        """(o, final state); keywords (compute_dtype) go to the plain-torch reference."""
+        if backend == "reference" and kw:
+            from attnbench.kernels.lightning.reference import lightning_attn
+
+            return lightning_attn(x["q"], x["k"], x["v"], x["decay"], initial_state=x.get("state"), **kw)
+        return K.lightning_attn(x["q"], x["k"], x["v"], x["decay"], initial_state=x.get("state"), backend=backend)
+
+    def naive(self, x, sh):
+        return lightning_naive.lightning_attn(x["q"], x["k"], x["v"], x["decay"], initial_state=x.get("state"))
+
+
+SPEC = Lightning()

@@ -1,0 +1,40 @@
+"""Sliding-window attention (W): a ring buffer of the last w tokens' K and V."""
+
+from __future__ import annotations
+
+import attnbench.kernels as K
+from attnbench.kernels.sliding_window import naive as sliding_naive
+
+from .softmax import Softmax
+
+
+class SlidingWindow(Softmax):
+    name, op = "sliding_window", "sliding_window"
+    grows, ring, quadratic = False, True, False
+    cpu_flex = True
+    settings = ("window",)
+
+    def costs(self):
+        from attnbench.bench import costmodel as cm  # the formulas (imported on use: costmodel reads the specs)
+
+        return {"sliding_window": cm.sliding_window_cost}
+
+    def held(self, arch, n):
+        return min(n, arch.window)  # until the window is full
+
+    def fill_cache(self, attn, cache, n, batch, rnd):
+        k = rnd(batch, attn.Hkv, min(n, attn.window), attn.D)
+        cache.write(k, rnd(*k.shape))
+        cache.length = n
+
+    def band(self, sh):
+        return sh.window
+
+    def call(self, x, sh, backend, **kw):
+        return (K.sliding_window_attn(x["q"], x["k"], x["v"], sh.window, backend=backend),)
+
+    def naive(self, x, sh):
+        return (sliding_naive.sliding_window_attn(x["q"], x["k"], x["v"], sh.window),)
+
+
+SPEC = SlidingWindow()
