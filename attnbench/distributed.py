@@ -47,6 +47,7 @@ import torch.distributed as dist
 from . import checkpoints
 from .config import ConfigError, parse_duration
 from .model.moe import GLOBAL_ROUTING, GlobalRouting
+from .names import EXPERIMENTS, TRAINER
 
 
 def starter() -> str | None:
@@ -96,11 +97,9 @@ def is_main() -> bool:
 
 def check_launch(cfg) -> None:
     """train.parallel and the way the run was started must agree (before any work)."""
-    from .experiments import EXPERIMENTS
-
     kind = cfg.train.parallel
-    if kind != "none" and EXPERIMENTS.get(cfg.exp.name) != "attnbench.experiments.train":
-        trainers = ", ".join(n for n, m in EXPERIMENTS.items() if m == "attnbench.experiments.train")
+    if kind != "none" and EXPERIMENTS.get(cfg.exp.name) != TRAINER:
+        trainers = ", ".join(n for n, m in EXPERIMENTS.items() if m == TRAINER)
         raise ConfigError("train.parallel", kind, f"trains one model across processes: with +exp= one of {trainers}")
     if kind == "none" and n_processes() > 1:
         raise ConfigError(

@@ -39,6 +39,7 @@ from .model import Model, layout_for
 from .results import stable_hash
 from .runner import config_dict
 from .tasks.batches import IGNORE, Stage, chain_batch, mqar_batch
+from .tasks.stage import rows_of
 from .tasks.vocab import Vocab
 from .train_rate import calibrate_peak, cpu_name
 from .train_record import TrainState, rule_of, stop_reason, training_record
@@ -191,11 +192,6 @@ def stages_of(tc) -> list[Stage]:
     return stages
 
 
-def rows_of(tc, seq_len: int) -> int:
-    """Rows of a step's (global) batch: longer sequences get fewer, min(batch, tokens_per_step // seq_len)."""
-    return max(1, min(tc.batch, tc.tokens_per_step // seq_len))
-
-
 def step_batch(cfg, stages: list[Stage], stage_i: int, step: int, vocab: Vocab):
     """The (inputs, targets) of one step: a mixed-length stage draws this step's length, and
     longer sequences get fewer rows (rows_of). A distributed run splits these rows."""
@@ -221,7 +217,7 @@ def loss_for(cfg, model: Model, design, par, device):
     if cfg.train.compile and COMPILE and device.type == "cpu":
         from .train_step import CompiledLoss
 
-        return CompiledLoss(model, design, cfg)
+        return CompiledLoss(model, design, cfg, task_loss)
     return task_loss
 
 

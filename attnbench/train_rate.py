@@ -29,7 +29,7 @@ def stage_flops(cfg, design, stage) -> float:
     """Cost-model FLOPs of one training token of a stage, averaged over the lengths it draws
     (each length a step of tokens_per_step tokens, so the lengths weigh equally per token)."""
     from .bench.planner import train_flops
-    from .train import rows_of
+    from .tasks.stage import rows_of
 
     per_token = []
     for n in stage.lengths():

@@ -44,10 +44,12 @@ class Aux:
 class CompiledLoss:
     """A drop-in for train.task_loss (same signature and results) that compiles per batch shape.
 
-    Batches whose answers do not sit in shared columns (none of attnbench's tasks) go through
-    train.task_loss itself."""
+    Batches whose answers do not sit in shared columns (none of attnbench's tasks), the first
+    step and every step after a compiler failure go through ``eager``, train.task_loss itself
+    (passed in by train.loss_for, so this module does not import the trainer)."""
 
-    def __init__(self, model, design, cfg):
+    def __init__(self, model, design, cfg, eager):
+        self.eager = eager
         self.balance_coef = float(cfg.model.balance_coef)  # plain floats: reading a DictConfig inside a graph breaks it
         self.index_loss_weight = float(design.index_loss_weight)
         self.model = model
@@ -68,14 +70,12 @@ class CompiledLoss:
         return loss, ce, acc, out.index_loss
 
     def __call__(self, model, design, cfg, x: torch.Tensor, y: torch.Tensor):
-        from .train import task_loss
-
         mask = y != IGNORE
         cols = mask.any(0).nonzero().squeeze(1)
         self.compiled_now = False
         if self.failed or not self._warm or not (bool(mask[:, cols].all()) and int(mask.sum()) == mask.shape[0] * cols.numel()):
             self._warm = True  # the first step runs eagerly: it resolves each op's backend (an import Dynamo cannot trace)
-            return task_loss(model, design, cfg, x, y)
+            return self.eager(model, design, cfg, x, y)
         shape = (*x.shape, cols.numel())
         self.compiled_now = shape not in self._shapes
         self._shapes.add(shape)
@@ -84,5 +84,5 @@ class CompiledLoss:
         except Exception as e:  # noqa: BLE001 - any compiler failure: train on, eagerly
             self.failed = f"{type(e).__name__}: {e}".splitlines()[0][:300]
             log.warning("train.compile: compiling the training step failed (%s); training on eagerly", self.failed)
-            return task_loss(model, design, cfg, x, y)
+            return self.eager(model, design, cfg, x, y)
         return loss, ce, acc, Aux(index_loss)

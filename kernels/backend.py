@@ -30,8 +30,8 @@ from typing import Callable, Iterator
 import torch
 
 from attnbench.designs import DESIGNS, KERNEL_OPS as OPS
+from attnbench.names import BACKENDS  # the one list (leaf data): attnbench.config's Backend enum is built from it
 
-BACKENDS = ("auto", "reference", "triton")  # the one list: attnbench.config's Backend enum is built from it
 AUTO_TRITON = tuple(d.op for d in DESIGNS.values() if d.op and d.triton_on_auto)  # ops "auto" runs in Triton on CUDA
 
 _forced: str | None = None

@@ -9,7 +9,7 @@ import torch
 
 from attnbench import cli
 from attnbench.experiments.capacity import pair_counts, state_floats
-from attnbench.report import claims as C
+from attnbench.verdicts import claims as C
 from attnbench.report.data import load
 from attnbench.report.figures_quality import capacity as capacity_figure
 

@@ -12,7 +12,7 @@ from dataclasses import replace
 
 import pytest
 
-from attnbench.report import claims as C
+from attnbench.verdicts import claims as C
 from attnbench.report.data import LEN_1M, load
 from attnbench.stats import wilson
 
@@ -538,7 +538,7 @@ def test_no_verdict_in_the_recorded_experiments_rests_on_a_model_that_did_not_le
     older per-hop multi-hop records cannot decide C3."""
     from pathlib import Path
 
-    from attnbench.report.quality import experiment_task, learned
+    from attnbench.verdicts.quality import experiment_task, learned
 
     root = Path(__file__).resolve().parents[1] / "experiments"
     dirs = [root / e for e in ("needle_4m", "multihop", "position_probe") if (root / e).is_dir()]

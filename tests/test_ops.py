@@ -375,3 +375,36 @@ def test_bad_shapes_raise_clear_errors():
         K.sliding_window_attn(q, q, q, 0)
     with pytest.raises(ValueError, match="backend"):
         K.softmax_attn(q, q, q, backend="cuda-magic")
+
+
+def test_ops_ignore_the_default_dtype():
+    """fp32 inputs give the same fp32 outputs whatever torch's default dtype is: every tensor an
+    op allocates takes its dtype from the inputs or names one (a float64 default once made the
+    lightning reference allocate its output buffer in float64 and fail)."""
+    B, H, G, T, D, bs = 1, 4, 2, 40, 8, 8
+    q = rand(B, H, T, D, requires_grad=False)
+    k, v = rand(B, G, T, D, requires_grad=False, seed=1), rand(B, G, T, D, requires_grad=False, seed=2)
+    iq, ik = rand(B, G, T, 8, requires_grad=False, seed=3), rand(B, T, 8, requires_grad=False, seed=4)
+    decay = torch.tensor([0.5, 0.1, 0.01, 1e-3])
+
+    def run_all():
+        block_idx = K.msa_select(iq, ik, bs, 3)
+        return {
+            "softmax": K.softmax_attn(q, k, v),
+            "sliding_window": K.sliding_window_attn(q, k, v, 7),
+            "lightning": K.lightning_attn(q, q, q, decay),
+            "msa_select": block_idx,
+            "msa": K.msa_attn(q, k, v, block_idx, bs),
+        }
+
+    want = run_all()
+    before = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        got = run_all()
+    finally:
+        torch.set_default_dtype(before)
+    for name, out in want.items():
+        for w, g in zip(*(x if isinstance(x, tuple) else (x,) for x in (out, got[name]))):
+            assert g.dtype == w.dtype, (name, g.dtype, w.dtype)
+            assert torch.equal(g, w), name

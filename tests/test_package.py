@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -9,6 +11,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -61,29 +64,50 @@ def test_wheel_contains_configs_and_kernels(tmp_path):
         assert path in names, f"{path} missing from {wheel.name}"
 
 
-def readme_test_command() -> str:
-    """The bash block after <!-- test-command --> in README.md, as .ci/run extracts it."""
-    text = (ROOT / "README.md").read_text().split("<!-- test-command -->", 1)[1]
-    return text.split("```bash\n", 1)[1].split("```", 1)[0]
+def ci_test_command() -> str:
+    """The command CI runs: .ci/run's own awk program, run here on README.md."""
+    run = (ROOT / ".ci" / "run").read_text()
+    program = re.search(r"cmd=\$\(awk '(.*?)' README\.md\)", run, re.S)
+    assert program, ".ci/run no longer extracts its command with awk from README.md"
+    awk = shutil.which("awk")
+    if awk is None:
+        pytest.skip("awk is not installed (.ci/run needs it too)")
+    out = subprocess.run([awk, program.group(1), "README.md"], cwd=ROOT, capture_output=True, text=True, timeout=60, check=True)
+    return out.stdout
 
 
-def test_readme_test_command_lints_and_type_checks():
-    """CI runs exactly this block: lint (ruff) and types (mypy) before the tests, with the test extra."""
-    cmd = readme_test_command()
-    steps = [s.strip() for s in cmd.split("&&")]
-    assert 'pip install -e ".[test]"' in steps, cmd
-    lint, fmt, types, tests = (
-        steps.index("ruff check attnbench kernels tests"),
-        steps.index("ruff format --check attnbench kernels tests"),
-        steps.index("mypy attnbench kernels"),
-        next(i for i, s in enumerate(steps) if s.startswith("python -m pytest")),
-    )
-    assert lint < tests and fmt < tests and types < tests, cmd  # a lint or type error stops CI before the (long) tests
+def steps(cmd: str) -> list[list[str]]:
+    """The programs a `a && b && c` line runs, each as its argument vector (quotes resolved)."""
+    return [shlex.split(step) for step in cmd.split("&&")]
+
+
+def test_ci_lints_and_type_checks_before_the_tests():
+    """What CI runs (not how the README words it): the test extra installed, then ruff's lint and
+    format check over attnbench, kernels and tests, and mypy over attnbench and kernels, all
+    before pytest (a lint or type error stops CI before the long tests)."""
+    cmd = ci_test_command()
+    argvs = steps(cmd)
+    assert argvs and all(argvs), cmd
+
+    def first(what: str, test) -> int:
+        found = [i for i, a in enumerate(argvs) if test(a)]
+        assert found, f"CI's command runs no {what}: {cmd}"
+        return found[0]
+
+    code = {"attnbench", "kernels", "tests"}
+    install = first("pip install of the test extra", lambda a: a[:3] == ["pip", "install", "-e"] and a[3:] == [".[test]"])
+    lint = first("ruff check", lambda a: a[:2] == ["ruff", "check"] and code <= set(a[2:]))
+    fmt = first("ruff format --check", lambda a: a[:3] == ["ruff", "format", "--check"] and code <= set(a[3:]))
+    types = first("mypy", lambda a: a[0] == "mypy" and {"attnbench", "kernels"} <= set(a[1:]))
+    tests = first("pytest", lambda a: a[:3] == ["python", "-m", "pytest"])
+    assert install < min(lint, fmt, types) and max(lint, fmt, types) < tests, cmd
     pyproject = (ROOT / "pyproject.toml").read_text()
     extra = next(line for line in pyproject.splitlines() if line.startswith("test = ["))
     assert '"ruff' in extra and '"mypy' in extra, extra
-    hooks = (ROOT / ".pre-commit-config.yaml").read_text()
-    assert "entry: ruff check" in hooks and "entry: ruff format --check" in hooks and "entry: mypy attnbench kernels" in hooks
+    hooks = yaml.safe_load((ROOT / ".pre-commit-config.yaml").read_text())
+    entries = [shlex.split(h["entry"]) for repo in hooks["repos"] for h in repo["hooks"]]
+    for want in (["ruff", "check"], ["ruff", "format", "--check"], ["mypy", "attnbench", "kernels"]):
+        assert want in entries, (want, entries)
 
 
 def test_lint_config_catches_an_unused_import(tmp_path):

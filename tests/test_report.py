@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 
 from attnbench.report import all_experiments, build_report
-from attnbench.report import claims as claims_mod
+from attnbench.verdicts import claims as claims_mod
 from attnbench.report import figures as F
 from attnbench.report import figures_quality
 from attnbench.report.data import fmt_len, load
@@ -333,7 +333,7 @@ def test_records_carry_the_cpu_of_the_restart_that_wrote_them_and_kernel_tables_
 
 def test_relative_effective_length_keeps_a_share_of_the_models_own_score():
     """After NoLiMa: a longer length counts while its lower bound keeps 85% of the accuracy at home."""
-    from attnbench.report.quality import relative_effective_length
+    from attnbench.verdicts.quality import relative_effective_length
 
     def rec(L, k, n=200):
         return {

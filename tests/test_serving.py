@@ -214,8 +214,8 @@ def test_storage_rounds_every_held_value_once(cfg, name):
 
 def test_serving_experiment_records_every_part_and_c7_reads_them(tmp_path, monkeypatch):
     from attnbench import cli
-    from attnbench.report import claims as C
-    from attnbench.report.claims_serving import serving_table
+    from attnbench.verdicts import claims as C
+    from attnbench.report.tables_serving import serving_table
     from attnbench.report.data import load
 
     from helpers import TINY_BACKBONE

@@ -7,8 +7,10 @@ string, and because a StrEnum is a ``str``, comparisons (``cfg.device == "cpu"``
 JSON (config hashes, checkpoint keys, records) give the plain string too: nothing serialises
 differently from the ``str`` fields they replace.
 
-Sets that already live with their code (backends, kernel ops, task variants) are read from
-there, so each stays written once.
+Sets that are written once elsewhere are read from there: backends from attnbench/names.py
+(leaf data, shared with kernels/backend.py), kernel ops from the design registry, task variants
+from the task generator (numpy only). Nothing this package imports loads torch, a model or an
+experiment (tests/test_layers.py).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from enum import StrEnum
 from typing import cast
 
 from attnbench.designs import KERNEL_OPS
-from attnbench.kernels.backend import BACKENDS
+from attnbench.names import BACKENDS
 from attnbench.tasks.generate import HOP_TASKS, NIAH_VARIANTS
 
 
@@ -27,7 +29,7 @@ def choices(name: str, values) -> type[StrEnum]:
 
 
 Device = choices("Device", ("auto", "cpu", "cuda"))
-Backend = choices("Backend", BACKENDS)  # kernel backend of every op (kernels/backend.py)
+Backend = choices("Backend", BACKENDS)  # kernel backend of every op (attnbench/names.py, kernels/backend.py)
 # Position schemes of the softmax-type layers (S, W, M): RoPE on the whole head, on
 # model.rotary_frac of it (Text-01's half-head RoPE), none, or partial RoPE with a learned
 # s * log(n) logit scale (Scalable-Softmax), n the number of keys a query can see.

@@ -13,7 +13,7 @@ from typing import Dict, List, Optional
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
 
-from attnbench.tasks.batches import Stage as StageConfig  # one stage type: the schema is the generator's own
+from attnbench.tasks.stage import Stage as StageConfig  # one stage type: the schema is the generator's own
 
 from .choices import (
     MAX_SEED,

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 
 from attnbench.designs import LAYOUT_LETTERS, describe_letters
+from attnbench.names import CACHE_USERS, EXPERIMENTS, PRESETS
 
 from .choices import MAX_SEED, Dtype
 from .errors import ConfigError, duration, positive
@@ -47,8 +48,6 @@ def weight_bytes(cfg) -> int:
     """A lower bound on what the largest model the run builds holds: its fp32 weights (the embedding
     and every layer's experts; attention and norms left out), twice for an experiment that may
     train (the gradients as well: smoke's training step, the experiments that train a missing model)."""
-    from attnbench.experiments import CACHE_USERS
-
     m = cfg.model
     designs = [n for n in (cfg.exp.designs or cfg.attention) if n in cfg.attention]
     layers = max([cfg.attention[n].n_layers or m.n_layers for n in designs] or [m.n_layers])
@@ -144,8 +143,6 @@ def _no_unknown_keys(node, where: str) -> None:
 def validate(cfg) -> None:
     """Check a composed config; raise ConfigError on the first problem found."""
     import dataclasses
-
-    from attnbench.experiments import EXPERIMENTS
 
     known_top = {f.name for f in dataclasses.fields(RootConfig)} | {"hydra"}
     for key in cfg:
@@ -264,8 +261,6 @@ def validate_hardware(where: str, hw) -> None:
 
 
 def validate_bench(b) -> None:
-    from attnbench.bench.presets import PRESETS
-
     for key in ("prefill_lens", "decode_lens", "memory_lens"):
         values = list(getattr(b, key))
         if not values:

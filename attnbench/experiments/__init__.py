@@ -1,41 +1,18 @@
 """Experiments, one module each with ``run(ctx: RunContext)``; ``exp.name`` picks one.
 
-The registry maps names to modules of this package only: a config can never make attnbench
-import or call anything else.
+The registry (``EXPERIMENTS``, with ``CACHE_USERS`` and ``NEEDS_CUDA``) is leaf data in
+attnbench/names.py, so config validation reads the names without importing a runner; it maps
+names to modules of this package only: a config can never make attnbench import or call
+anything else.
 """
 
 from __future__ import annotations
 
 import importlib
 
-EXPERIMENTS = {
-    "smoke": "attnbench.experiments.smoke",
-    "train": "attnbench.experiments.train",
-    "plateau_probe": "attnbench.experiments.train",  # the same runner on the first stage only (conf/exp/plateau_probe.yaml)
-    "train_gpu": "attnbench.experiments.train",  # the same runner: model=small on CUDA (conf/exp/train_gpu.yaml)
-    "needle_4m": "attnbench.experiments.needle_4m",
-    "position_probe": "attnbench.experiments.needle_4m",  # the needle flow on small models (conf/exp/position_probe.yaml)
-    "multihop": "attnbench.experiments.multihop",
-    "capacity": "attnbench.experiments.capacity",
-    "kernels_cpu": "attnbench.experiments.kernels_cpu",
-    "kernels_gpu": "attnbench.experiments.kernels_gpu",
-    "kv_memory": "attnbench.experiments.kv_memory",
-    "crossover": "attnbench.experiments.crossover",
-    "msa_speedup": "attnbench.experiments.msa_speedup",
-    "presets": "attnbench.experiments.presets",
-    "serving": "attnbench.experiments.serving",
-}
+from attnbench.names import CACHE_USERS, EXPERIMENTS, NEEDS_CUDA
 
-# Experiments that read and write $ATTNBENCH_CACHE (checkpoints, task samples), by their runner
-# module: the CLI checks that the cache directory is writable before they start.
-CACHE_USERS = tuple(
-    name for name, module in EXPERIMENTS.items() if module.rsplit(".", 1)[1] in ("train", "needle_4m", "multihop", "capacity", "serving")
-)
-
-# Experiments whose measurements mean something only on CUDA (conf/exp/train_gpu.yaml sets
-# device=cuda). Where torch sees no CUDA device they still run, on the CPU, and record every
-# design ``skipped`` with the reason (train.run), so CI runs every experiment end to end.
-NEEDS_CUDA = ("train_gpu",)
+__all__ = ["CACHE_USERS", "EXPERIMENTS", "NEEDS_CUDA", "runner"]
 
 
 def runner(name: str):

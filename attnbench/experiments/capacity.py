@@ -83,7 +83,7 @@ def run(ctx) -> None:
                 note="one query a context: every probe has its own haystack",
                 **common,
             )
-            if i == 0:  # the learned-the-task check (report/quality.learned): the fewest pairs at the training length
+            if i == 0:  # the learned-the-task check (attnbench/verdicts/quality.learned): the fewest pairs at the training length
                 cell.record(name, "train/acc", k / got, "fraction", "measured", note=f"{TASK}, {p} pairs, at the training length", **common)
             ctx.console.print(f"  {name}: {p} pairs at {length} tokens: {k}/{got}")
         cell.commit()

@@ -131,7 +131,7 @@ def prepare_models(ctx, grid: Grid | None = None) -> dict:
     at its training length: single needles (``train/acc``, task niah_single) and, with
     ``grid``, the experiment's own task (``train/acc`` with the grid's task and group), each on
     ``eval.train_len_samples`` probes, with 95% Wilson intervals. Whether a model "learned the
-    task" is decided from these by the report (attnbench/report/learned.py).
+    task" is decided from these by the verdicts (attnbench/verdicts/quality.py).
 
     The checks cannot change for a given checkpoint and settings, so they are stored beside the
     checkpoint (``checks.json``, keyed by checks_key) and read back by every later run; they are

@@ -15,6 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from attnbench.results import now
+from attnbench.tasks.stage import passed_len
 
 STOP_REASONS = {  # what a record's status means, for records that do not say why they stopped
     "done": "reached the floor at the last stage",
@@ -25,13 +26,6 @@ STOP_REASONS = {  # what a record's status means, for records that do not say wh
     "max_steps": "hit train.max_steps",
     "failed": "failed: {failure}",
 }
-
-
-def passed_len(stages: list[dict], final_stage: int, status: str) -> int:
-    """The longest context of a curriculum stage passed: stages 1 .. final_stage - 1, and the
-    last one too when training reached the floor there (status done). 0 if none."""
-    passed = int(final_stage) - 1 + (status == "done")
-    return max((int(s["context_len"]) for s in stages[:passed]), default=0)
 
 
 def training_facts(record: dict) -> dict:
@@ -167,7 +161,7 @@ def stage_rates_of(trained) -> list[dict]:
 
 def run(ctx) -> None:
     from attnbench.experiments import NEEDS_CUDA
-    from attnbench.train import get_model  # torch; the report imports this module for training_facts
+    from attnbench.train import get_model  # torch: importing this module for training_facts stays light
 
     if ctx.cfg.exp.name in NEEDS_CUDA and ctx.device.type != "cuda":
         for name in ctx.design_names:

@@ -28,13 +28,15 @@ import copy
 
 import torch
 
+from attnbench.names import SERVING_FORMATS
+
 from .backbone import Model, ModelCache
 from .common import Buffer, KVCache
 from .lightning import LinearState
 from .msa import MSACache
 from .sliding_window import RingCache
 
-FORMATS = ("float32", "bfloat16", "float8_e4m3fn", "float8_e5m2", "int8")
+FORMATS = SERVING_FORMATS  # attnbench/names.py: the report reads the names without importing torch
 BYTES = {"float32": 4, "bfloat16": 2, "float8_e4m3fn": 1, "float8_e5m2": 1, "int8": 1}  # per stored element
 SCALE_BYTES = 4  # int8: one fp32 scale a head's vector (a token's K or V in one head) or state matrix
 

@@ -28,12 +28,13 @@ from jinja2 import Environment, PackageLoader
 from attnbench import __version__
 from attnbench.redact import redact
 
-from .claims import SEED_RULE, judge_all
-from .claims_serving import SERVING_METRICS, serving_table
+from attnbench.verdicts.claims import SEED_RULE, judge_all
+from attnbench.verdicts.claims_serving import SERVING_METRICS
 from .data import EMPTY, FIGURE_DIR, NO_HEADER, NOT_MEASURED, RunData, fmt_len, haystack_counts, is_preset, load
 from .figures import FIGURES, render
 from .pdf import PdfError, html_to_pdf
 from .tables import DECISION_METRICS, decision_table, other_table, presets_table, training_table
+from .tables_serving import serving_table
 
 
 @dataclass

@@ -14,6 +14,16 @@ import pandas as pd
 
 from attnbench.designs import DESIGN_ORDER  # the order tables and legends list designs in; unknown names follow alphabetically
 from attnbench.results import scan
+from attnbench.verdicts.quality import add_learned, add_levels, training
+from attnbench.verdicts.records import LEN_1M as LEN_1M
+from attnbench.verdicts.records import LEN_4M as LEN_4M
+from attnbench.verdicts.records import LEN_128K as LEN_128K
+from attnbench.verdicts.records import NOT_MEASURED as NOT_MEASURED
+from attnbench.verdicts.records import fmt_bytes as fmt_bytes
+from attnbench.verdicts.records import fmt_len as fmt_len
+from attnbench.verdicts.records import is_preset as is_preset
+from attnbench.verdicts.records import metric as metric
+from attnbench.verdicts.records import pooled as pooled
 
 # Columns every figure may ask for, present (as None) even when no record carries them.
 COLUMNS = (
@@ -72,9 +82,6 @@ COLUMNS = (
     "haystacks",
     "haystacks_planned",
 )
-# Statuses of numbers that were not timed or counted here: drawn hollow/dashed, marked with a dagger.
-NOT_MEASURED = ("projected", "analytic")
-LEN_128K, LEN_1M, LEN_4M = 131072, 1048576, 4194304
 FIGURE_DIR = "figures"  # the report's PNGs, beside report.html (W&B logs them as images)
 
 
@@ -87,7 +94,7 @@ class RunData:
     footers: list[dict]  # one per (re)start that ended through attnbench.cli (completed | interrupted | failed)
     files: list[Path]
     problems: list[str] = field(default_factory=list)  # per damaged file, one line naming what was left out
-    train: pd.DataFrame | None = None  # how each design's model was trained (report/quality.py: training)
+    train: pd.DataFrame | None = None  # how each design's model was trained (attnbench/verdicts/quality.py: training)
 
     @property
     def empty(self) -> bool:
@@ -189,8 +196,6 @@ def load(names: Iterable[Path | str]) -> RunData:
     relabel = (df["status"] == "measured") & (df["method"] == "analytic")
     df.loc[relabel, "status"] = "analytic"
     df["relabelled"] = relabel
-    from .quality import add_learned, add_levels, training
-
     df = add_levels(df.copy(), headers)
     train = training(df, headers)
     df = add_learned(df, train).copy()  # one block per dtype again after the added columns
@@ -201,21 +206,6 @@ def _number(value):
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
     return value
-
-
-def metric(df: pd.DataFrame, name: str) -> pd.DataFrame:
-    return df[df["metric"] == name]
-
-
-def pooled(d: pd.DataFrame) -> pd.DataFrame:
-    """Accuracy pooled over depths: where an experiment wrote a depth-less record for a (design,
-    length, task, hops, run, seed), that one alone; elsewhere the per-depth records (averaged by the caller)."""
-    if d.empty:
-        return d
-    keys = ["design", "context_len", "task", "hops", "run_dir", "seed"]
-    key = pd.Series(["|".join(map(str, row)) for row in d[keys].itertuples(index=False)], index=d.index)
-    no_depth = d["depth"].isna()
-    return d[no_depth | ~key.isin(set(key[no_depth]))]
 
 
 ACC_METRICS = ("niah/acc", "multihop/acc")
@@ -276,10 +266,6 @@ def mark_partial(d: pd.DataFrame, counts: pd.DataFrame) -> pd.DataFrame:
     )
 
 
-def is_preset(df: pd.DataFrame) -> pd.Series:
-    return df["preset"].notna() & (df["preset"].astype(str) != "")
-
-
 def design_order(names: Iterable[str]) -> list[str]:
     names = {str(n) for n in names if n is not None and not (isinstance(n, float) and pd.isna(n))}
     known = [d for d in DESIGN_ORDER if d in names]
@@ -294,29 +280,6 @@ def designs(df: pd.DataFrame) -> list[str]:
 def varying(df: pd.DataFrame, keys: Iterable[str]) -> list[str]:
     """Which of ``keys`` take more than one value in ``df`` (they must label series apart)."""
     return [k for k in keys if df[k].dropna().astype(str).nunique() > 1]
-
-
-def fmt_len(n) -> str:
-    """131072 -> 128K, 1048576 -> 1M, 1536 -> 1.5K, 1000 -> 1000."""
-    if n is None or pd.isna(n):
-        return "—"
-    n = int(n)
-    for unit, size in (("M", 1 << 20), ("K", 1 << 10)):
-        if n >= size and (n * 2) % size == 0:
-            q = n / size
-            return f"{q:g}{unit}"
-    return str(n)
-
-
-def fmt_bytes(n) -> str:
-    if n is None or pd.isna(n):
-        return "—"
-    n = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} TiB"
 
 
 def fmt_num(x, digits: int = 3) -> str:

@@ -1,7 +1,7 @@
 """The report's accuracy figures: needles by depth and length, accuracy against length,
 multi-hop chains (registered before the cost figures of report/figures.py).
 
-Each draws the task's chance level and its "values in context" floor (report/quality.py),
+Each draws the task's chance level and its "values in context" floor (attnbench/verdicts/quality.py),
 each design's 95% interval, and a design that did not learn the task at its training length
 as a thin dotted line labelled so: it is shown, never read as a result.
 """
@@ -18,8 +18,9 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch, Rectangle
 
+from attnbench.verdicts.quality import pooled_acc
+
 from .data import NOT_MEASURED, design_order, designs, fmt_len, haystack_counts, mark_partial, metric, pooled
-from .quality import pooled_acc
 from .style import facet_grid, figure, figure_legend, len_axis, plot_status_series, spare, style
 
 

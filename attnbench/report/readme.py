@@ -4,7 +4,7 @@
     python -m attnbench.report.readme --check    # list every mismatch, exit 1 if any (tests/test_readmes.py)
 
 A README marks a generated table with two HTML comments; the lines between them are replaced
-by what the table function registered under NAME makes from that experiment's records (a
+by what the table function registered under NAME (a readme_tables*.py module) makes from that experiment's records (a
 pandas DataFrame written as Markdown):
 
     <!-- table: needle_4m/accuracy -->
@@ -29,28 +29,29 @@ import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import pandas as pd
 
+from . import readme_tables, readme_tables_costs, readme_tables_loaded, readme_tables_serving
 from .data import RunData, fmt_len, load
+from .readme_registry import Tables
 
-TABLES: dict[str, Callable[[RunData], pd.DataFrame]] = {}
+
+def merged(*modules) -> Tables:
+    """Every table module's registry in one (a name registered by two modules is an error)."""
+    out = Tables()
+    for m in modules:
+        for name, fn in m.TABLES.items():
+            out.table(name)(fn)
+    return out
+
+
+TABLES = merged(readme_tables, readme_tables_costs, readme_tables_loaded, readme_tables_serving)
 BLOCK = re.compile(r"(<!-- table: (?P<name>[\w/.-]+) -->\n)(?P<body>.*?)(<!-- /table -->)", re.S)
 ALLOW = re.compile(r"<!-- not from records:(?P<list>.*?)-->", re.S)
 # a number: digits with thousands commas or decimals, units after it allowed (9.5x, 64K, 38 min);
 # not the tail of an identifier (fp32, H200, C3, v0.1)
 NUMBER = re.compile(r"(?<![\w.#/-])(\d{1,3}(?:,\d{3})+|\d+)(\.\d+)?(?!\d|\.\d|,\d{3})")
-
-
-def table(name: str):
-    """Register a README table: a function of the experiment's records returning a DataFrame."""
-
-    def register(fn):
-        TABLES[name] = fn
-        return fn
-
-    return register
 
 
 def markdown(df: pd.DataFrame) -> str:
@@ -63,7 +64,7 @@ def render(text: str, data: RunData) -> str:
     def fill(m):
         name = m["name"]
         if name not in TABLES:
-            raise KeyError(f"README table {name!r} is not registered in attnbench/report/readme_tables.py")
+            raise KeyError(f"README table {name!r} is not registered in attnbench/report/readme_tables*.py")
         return m.group(1) + markdown(TABLES[name](data)) + m.group(4)
 
     return BLOCK.sub(fill, text)
@@ -146,8 +147,6 @@ def check(readme: Path, data: RunData | None) -> list[Problem]:
 
 def experiment_readmes(root: Path | str = ".") -> list[tuple[Path, RunData | None]]:
     """(README, its experiment's records or None) for every experiments/<name>/README.md."""
-    from . import readme_tables, readme_tables_costs, readme_tables_loaded, readme_tables_serving  # noqa: F401  (registers the tables)
-
     root = Path(root)
     out = []
     for readme in sorted((root / "experiments").glob("*/README.md")):
@@ -176,7 +175,5 @@ def main(argv: list[str] | None = None) -> int:
     return 1 if problems else 0
 
 
-if __name__ == "__main__":  # run as the package module, so the tables register where render() looks
-    from attnbench.report.readme import main as package_main
-
-    sys.exit(package_main())
+if __name__ == "__main__":
+    sys.exit(main())

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pandas as pd
 
 from .data import RunData, designs, fmt_bytes, fmt_len, metric, pooled
-from .quality import (
+from attnbench.verdicts.quality import (
     KEPT_SHARE,
     LEARNED_LOWER_BOUND,
     effective_length,
@@ -20,7 +20,10 @@ from .quality import (
     pooled_acc,
     relative_effective_length,
 )
-from .readme import table
+from .readme_registry import Tables
+
+TABLES = Tables()  # this module's README tables (report/readme.py merges every module's)
+table = TABLES.table
 
 
 def _acc(d: pd.DataFrame) -> str:

@@ -8,8 +8,11 @@ import pandas as pd
 from attnbench.designs import BASELINE_OP
 
 from .data import DESIGN_ORDER, RunData, designs, fmt_bytes, fmt_len, metric
-from .readme import table
+from .readme_registry import Tables
 from .readme_tables import run_facts
+
+TABLES = Tables()  # this module's README tables (report/readme.py merges every module's)
+table = TABLES.table
 
 # ---------------------------------------------------------------- smoke
 

@@ -6,7 +6,10 @@ from __future__ import annotations
 import pandas as pd
 
 from .data import RunData, designs, fmt_len, metric
-from .readme import table
+from .readme_registry import Tables
+
+TABLES = Tables()  # this module's README tables (report/readme.py merges every module's)
+table = TABLES.table
 
 SHORT = (1024, 4096, 16384)  # the cells the plan guarantees every learned design (30 probes each)
 

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import pandas as pd
 
-from .data import RunData, fmt_bytes, metric
-from .readme import table
+from attnbench.names import SERVING_FORMATS as FORMATS
 
-FORMATS = ("float32", "bfloat16", "float8_e4m3fn", "float8_e5m2", "int8")  # model/serving.FORMATS (no torch import here)
+from .data import RunData, fmt_bytes, metric
+from .readme_registry import Tables
+
+TABLES = Tables()  # this module's README tables (report/readme.py merges every module's)
+table = TABLES.table
 
 
 @table("serving/storage")

@@ -31,7 +31,7 @@ from .data import (
     metric,
     pooled,
 )
-from .quality import (
+from attnbench.verdicts.quality import (
     EFFECTIVE_LOWER_BOUND,
     KEPT_SHARE,
     LEARNED_LOWER_BOUND,

@@ -17,73 +17,21 @@ probes use at evaluation time, so the curriculum ends in the evaluation format.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
 
+from .generate import mqar_arrays, mqar_samples
+from .stage import Stage
 from .vocab import BOS, SEP, Vocab
 
 IGNORE = -100
 
 
-@dataclass
-class Stage:
-    """One curriculum stage (also the schema of ``train.stages`` in the config)."""
-
-    n_keys: int = 16
-    n_values: int = 16
-    n_filler: int = 16
-    n_pairs: int = 4
-    context_len: int = 24  # BOS + haystack + SEP
-    n_queries: int = 4
-    value_noise: float = 0.0
-    max_context_len: int = 0  # > context_len: each step draws its length from the powers of two in between
-    hops: int = 0  # 0: MQAR lookups; k >= 1: chain examples (chain_batch), each step's hop count drawn from 1..k
-
-    @property
-    def seq_len(self) -> int:
-        """The longest sequence of a step: the context and its probes (a chain probe is [HOP_k K_start])."""
-        return self.context_len + self.n_queries * (2 if self.hops else 1)
-
-    def lengths(self) -> list[int]:
-        """The context lengths this stage trains on: context_len, doubled up to max_context_len."""
-        out = [self.context_len]
-        while out[-1] * 2 <= self.max_context_len:
-            out.append(out[-1] * 2)
-        return out
-
-    @property
-    def longest(self) -> int:
-        """The longest context of the stage: what passing it proves."""
-        return self.lengths()[-1]
-
-    def at(self, context_len: int) -> "Stage":
-        """This stage at one fixed context length (a mixed stage's draw for one step)."""
-        return replace(self, context_len=context_len, max_context_len=0)
-
-
 def mqar_batch(rng: np.random.Generator, vocab: Vocab, stage: Stage, batch: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """inputs, targets: (batch, stage.seq_len) int64; targets are IGNORE except at the queries."""
-    B, N, M = batch, stage.n_pairs, stage.n_queries
-    body = stage.context_len - 2
-    n_slots = body // 2
-    if N > n_slots or N > stage.n_keys or M > N:
-        raise ValueError(f"stage {stage}: needs n_queries <= n_pairs <= min(n_keys, haystack slots={n_slots})")
-    rows = np.arange(B)[:, None]
-    hay = vocab.filler(rng.integers(0, stage.n_filler, (B, body)))
-    if stage.value_noise > 0:
-        noisy = rng.random((B, body)) < stage.value_noise
-        hay = np.where(noisy, vocab.value(rng.integers(0, stage.n_values, (B, body))), hay)
-    keys = np.argsort(rng.random((B, stage.n_keys)), axis=1)[:, :N]  # distinct keys per row
-    values = rng.integers(0, stage.n_values, (B, N))
-    slots = np.argsort(rng.random((B, n_slots)), axis=1)[:, :N]  # distinct 2-token slots
-    hay[rows, 2 * slots] = vocab.key(keys)
-    hay[rows, 2 * slots + 1] = vocab.value(values)
-    asked = np.argsort(rng.random((B, N)), axis=1)[:, :M]
-    queries = vocab.key(keys[rows, asked])
-    answers = vocab.value(values[rows, asked])
-    inputs = np.concatenate([np.full((B, 1), BOS), hay, np.full((B, 1), SEP), queries], axis=1)
+    """inputs, targets: (batch, stage.seq_len) int64; targets are IGNORE except at the queries
+    (the arrays of tasks/generate.mqar_arrays)."""
+    inputs, answers = mqar_arrays(rng, vocab, stage, batch)
     targets = np.full_like(inputs, IGNORE)
     targets[:, stage.context_len :] = answers
     return torch.from_numpy(inputs.astype(np.int64)), torch.from_numpy(targets.astype(np.int64))
@@ -133,12 +81,4 @@ def chain_batch(rng: np.random.Generator, vocab: Vocab, stage: Stage, batch: int
     return torch.from_numpy(inputs.astype(np.int64)), torch.from_numpy(targets.astype(np.int64))
 
 
-def mqar_samples(rng: np.random.Generator, vocab: Vocab, stage: Stage, n: int) -> list:
-    """``n`` MQAR contexts of ``stage`` with one query each, as evaluation samples (tasks/generate.Sample):
-    the training format at its own length, one probe a context so that probes are independent
-    (exp=capacity scores a model on them by key-value pairs)."""
-    from .generate import Probe, Sample
-
-    x, y = mqar_batch(rng, vocab, replace(stage, n_queries=1, max_context_len=0), n)
-    L = stage.context_len
-    return [Sample("mqar", row[:L].numpy().copy(), [Probe([int(row[L])], [int(t[L])])]) for row, t in zip(x, y)]
+__all__ = ["IGNORE", "Stage", "chain_batch", "mqar_batch", "mqar_samples"]

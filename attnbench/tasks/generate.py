@@ -21,16 +21,18 @@ Families (RULER-style needle in a haystack, and multi-hop):
                    probe [HOP_k V_v] -> K_xk (k reverse lookups composed); diagnostic
                    [V_v K_x1 ..] -> [K_x1 K_x2 ..] (every intermediate variable given)
 
-The training batches of the same formats are in attnbench/tasks/batches.py (mqar_batch,
-chain_batch); task_samples() is the one entry point the experiments and the report use.
+The training batches of the same formats are in attnbench/tasks/batches.py (mqar_batch on
+mqar_arrays here, chain_batch); task_samples() is the one entry point the experiments and the
+verdicts use (mqar_samples for exp=capacity's MQAR probes).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from .stage import Stage
 from .vocab import BOS, SEP, Vocab
 
 NIAH_VARIANTS = ("single", "multikey", "multivalue", "multiquery")
@@ -221,3 +223,39 @@ def task_samples(
     if task.startswith("niah_"):
         return niah(rng, vocab, context_len, task[len("niah_") :], [float(d) for d in depths], kind=kind, value_noise=value_noise)
     return [multihop(rng, vocab, context_len, task, hops, n_chains=chains, kind=kind, value_noise=value_noise)]
+
+
+def mqar_arrays(rng: np.random.Generator, vocab: Vocab, stage: Stage, batch: int) -> tuple[np.ndarray, np.ndarray]:
+    """The MQAR training format (tasks/batches.mqar_batch) as numpy arrays: inputs (batch,
+    stage.seq_len) and the answer of each query (batch, stage.n_queries), the value of the key
+    asked; the answers never enter the input."""
+    B, N, M = batch, stage.n_pairs, stage.n_queries
+    body = stage.context_len - 2
+    n_slots = body // 2
+    if N > n_slots or N > stage.n_keys or M > N:
+        raise ValueError(f"stage {stage}: needs n_queries <= n_pairs <= min(n_keys, haystack slots={n_slots})")
+    rows = np.arange(B)[:, None]
+    hay = vocab.filler(rng.integers(0, stage.n_filler, (B, body)))
+    if stage.value_noise > 0:
+        noisy = rng.random((B, body)) < stage.value_noise
+        hay = np.where(noisy, vocab.value(rng.integers(0, stage.n_values, (B, body))), hay)
+    keys = np.argsort(rng.random((B, stage.n_keys)), axis=1)[:, :N]  # distinct keys per row
+    values = rng.integers(0, stage.n_values, (B, N))
+    slots = np.argsort(rng.random((B, n_slots)), axis=1)[:, :N]  # distinct 2-token slots
+    hay[rows, 2 * slots] = vocab.key(keys)
+    hay[rows, 2 * slots + 1] = vocab.value(values)
+    asked = np.argsort(rng.random((B, N)), axis=1)[:, :M]
+    queries = vocab.key(keys[rows, asked])
+    answers = vocab.value(values[rows, asked])
+    inputs = np.concatenate([np.full((B, 1), BOS), hay, np.full((B, 1), SEP), queries], axis=1)
+    return inputs, answers
+
+
+def mqar_samples(rng: np.random.Generator, vocab: Vocab, stage: Stage, n: int) -> list[Sample]:
+    """``n`` MQAR contexts of ``stage`` with one query each, as evaluation samples: the training
+    format at its own length, one probe a context so that probes are independent (exp=capacity
+    scores a model on them by key-value pairs)."""
+    x, answers = mqar_arrays(rng, vocab, replace(stage, n_queries=1, max_context_len=0), n)
+    x = x.astype(np.int64)
+    L = stage.context_len
+    return [Sample("mqar", row[:L].copy(), [Probe([int(row[L])], [int(a[0])])]) for row, a in zip(x, answers)]

@@ -148,7 +148,7 @@ def lightning_attn(
     qf, kf, vf = (x.to(compute_dtype).reshape(P, T, -1) for x in (q, k, v))  # a copy only if strided
     # Without autograd, each tile's scores @ v writes straight into the output (no cat at the end).
     grad = torch.is_grad_enabled() and any(x is not None and x.requires_grad for x in (q, k, v, initial_state))
-    o_all = torch.empty(P, T, Dv, device=q.device) if compute_dtype == torch.float32 and not grad else None
+    o_all = torch.empty(P, T, Dv, device=q.device, dtype=torch.float32) if compute_dtype == torch.float32 and not grad else None
     finals, rows = [], []
     for p0 in range(0, P, pairs):
         ps = slice(p0, min(P, p0 + pairs))

@@ -8,9 +8,9 @@ import math
 
 import pandas as pd
 
-from .data import NOT_MEASURED, fmt_len, metric
+from .records import NOT_MEASURED, fmt_len, metric
 from .quality import Acc, experiment_task, haystack_acc, pooled_acc
-from .verdicts import INCONCLUSIVE, NOT_SUPPORTED, PARTLY, SUPPORTED, Verdict, compare, deficit, needs_learned
+from .rules import INCONCLUSIVE, NOT_SUPPORTED, PARTLY, SUPPORTED, Verdict, compare, deficit, needs_learned
 
 
 # ---------------------------------------------------------------- C4

@@ -1,4 +1,4 @@
-"""The evidence rules every claim's judge shares (report/claims.py): verdict names, pooled
+"""The evidence rules every claim's judge shares (claims.py): verdict names, pooled
 accuracies at a length, the learned-the-task gate, and comparisons of 95% intervals.
 
 A comparison reads interval bounds, never point estimates: "below" needs the whole deficit
@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from .data import metric, pooled
+from .records import metric, pooled
 from .quality import LEARNED_LOWER_BOUND, Acc, learned, pooled_acc
 
 SUPPORTED, NOT_SUPPORTED, PARTLY, INCONCLUSIVE, NOT_MEASURED_YET = (

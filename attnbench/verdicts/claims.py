@@ -6,7 +6,7 @@ sees is generated from them (``Claim.rule``), so the text cannot drift from the 
 rule follows the claim's own conditions (C2: 4x the true training length; C3: the k-hop chain
 softmax learned; C6: key-value pairs against the state size) and the same discipline:
 
-- a model that did not learn the task at its training length (report/quality.learned, the one
+- a model that did not learn the task at its training length (quality.learned, the one
   definition) is not compared as a design: the claim is "inconclusive", naming it, except
   where the claim's own rule makes not learning a finding (C3: "did not learn within the
   shared budget"; C6: lightning that never learns where softmax does, counted as evidence);
@@ -30,9 +30,9 @@ import pandas as pd
 
 from .claims_cost import judge_c4, judge_c5a, judge_c5b  # the cost claims (and C5's lookup half)
 from .claims_serving import judge_c7  # serving readiness (exp=serving)
-from .data import LEN_1M, LEN_4M, NOT_MEASURED, fmt_bytes, fmt_len, is_preset, metric, pooled
+from .records import LEN_1M, LEN_4M, NOT_MEASURED, fmt_bytes, fmt_len, is_preset, metric, pooled
 from .quality import ACC_METRICS, FINAL, LEARNED_LOWER_BOUND, Acc, experiment_task, haystack_acc, learned, pooled_acc
-from .verdicts import (
+from .rules import (
     DID_NOT_LEARN,
     INCONCLUSIVE,
     NOT_MEASURED_YET,
@@ -45,7 +45,7 @@ from .verdicts import (
     reference_lengths,
     same_rule,
 )
-from .verdicts import VERDICTS as VERDICTS
+from .rules import VERDICTS as VERDICTS
 
 SEED_000 = "seed 000, \u201cMiniMax: Lightning Attention, Agents, and What They Tried\u201d"
 SEED_001 = "seed 001, MiniMax-01 release article"

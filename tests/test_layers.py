@@ -1,0 +1,167 @@
+"""The import layering: names are leaf data, the config loads no torch, the report reads records
+and the verdicts only, and no import runs in a circle.
+
+Imports are read from the source with ``ast`` (module-level ones and those inside functions;
+those under ``if TYPE_CHECKING:`` are left out, they never run), so a lazy import that breaks a
+rule fails here as surely as one at the top of a file.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+# package-dir in pyproject.toml: kernels/ ships as attnbench.kernels
+SOURCES = ((ROOT / "attnbench", "attnbench"), (ROOT / "kernels", "attnbench.kernels"))
+
+
+def modules() -> dict[str, Path]:
+    """Dotted module name -> its file, for attnbench and attnbench.kernels."""
+    out = {}
+    for base, package in SOURCES:
+        for path in sorted(base.rglob("*.py")):
+            parts = list(path.relative_to(base).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            out[".".join([package, *parts])] = path
+    return out
+
+
+MODULES = modules()
+
+
+def _resolve(name: str) -> str:
+    """The module of this tree that importing ``name`` runs last (a name inside a module: that module)."""
+    while name and name not in MODULES:
+        name = name.rpartition(".")[0]
+    return name
+
+
+def _type_checking(node: ast.AST) -> bool:
+    return isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+
+
+def imports(module: str) -> set[str]:
+    """The modules of this tree that ``module`` imports (anywhere in it, outside TYPE_CHECKING blocks)."""
+    path = MODULES[module]
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found: set[str] = set()
+
+    def visit(node: ast.AST) -> None:
+        for child in ast.iter_child_nodes(node):
+            if _type_checking(child):
+                continue
+            if isinstance(child, ast.Import):
+                found.update(_resolve(a.name) for a in child.names if a.name.startswith("attnbench"))
+            elif isinstance(child, ast.ImportFrom):
+                if child.level:
+                    base = package.split(".")[: len(package.split(".")) - child.level + 1]
+                    target = ".".join(base + ([child.module] if child.module else []))
+                else:
+                    target = child.module or ""
+                if target.startswith("attnbench"):
+                    for a in child.names:  # `from pkg import module` imports the module
+                        found.add(_resolve(f"{target}.{a.name}") if f"{target}.{a.name}" in MODULES else _resolve(target))
+            visit(child)
+
+    visit(ast.parse(path.read_text()))
+    found.discard(module)
+    return {m for m in found if m}
+
+
+def under(prefix: str) -> list[str]:
+    return [m for m in MODULES if m == prefix or m.startswith(prefix + ".")]
+
+
+def _within(name: str, packages) -> bool:
+    return any(name == p or name.startswith(p + ".") for p in packages)
+
+
+def test_the_import_reader_sees_lazy_and_relative_imports():
+    """The reader itself: a relative import, a lazy one inside a function, a TYPE_CHECKING one left out."""
+    assert "attnbench.verdicts.records" in imports("attnbench.verdicts.rules")  # from .records import ...
+    assert "attnbench.tasks.stage" in imports("attnbench.verdicts.quality")  # lazily, inside _mqar_levels too
+    assert "attnbench.config" not in imports("attnbench.model.backbone")  # only under TYPE_CHECKING
+
+
+def test_importing_the_config_loads_no_torch_model_or_experiment():
+    code = (
+        "import sys, attnbench.config\n"
+        "bad = sorted(m for m in sys.modules if m == 'torch' or m.startswith(('torch.', 'attnbench.model', 'attnbench.experiments.',"
+        " 'attnbench.bench', 'attnbench.kernels', 'attnbench.train')))\n"
+        "print(bad)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "[]", out.stdout
+
+
+def test_the_report_and_the_verdicts_load_no_torch():
+    """Every module of attnbench.report and attnbench.verdicts imports without torch (a report reads records)."""
+    names = [m for m in MODULES if _within(m, ("attnbench.report", "attnbench.verdicts"))]
+    code = f"import importlib, sys\nfor m in {names!r}: importlib.import_module(m)\nprint(sorted(m for m in sys.modules if m == 'torch'))\n"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "[]", out.stdout
+
+
+RUNS = ("attnbench.experiments", "attnbench.tasks", "attnbench.train", "attnbench.train_rate", "attnbench.train_record")
+RUNS += ("attnbench.train_step",)
+
+
+def test_the_report_imports_no_experiment_task_trainer_or_model():
+    bad = {m: sorted(i for i in imports(m) if _within(i, (*RUNS, "attnbench.model"))) for m in under("attnbench.report")}
+    assert not {m: i for m, i in bad.items() if i}
+
+
+# What the verdicts may import from the tasks: the generator's arithmetic (numpy, no torch).
+TASK_ARITHMETIC = ("attnbench.tasks", "attnbench.tasks.generate", "attnbench.tasks.levels", "attnbench.tasks.policies")
+TASK_ARITHMETIC += ("attnbench.tasks.stage", "attnbench.tasks.vocab")
+
+
+def test_the_verdicts_read_records_and_the_tasks_arithmetic_only():
+    allowed = ("attnbench.verdicts", "attnbench.stats", *TASK_ARITHMETIC)
+    verdicts = under("attnbench.verdicts")
+    bad = {m: sorted(i for i in imports(m) if i not in allowed and i not in verdicts) for m in verdicts}
+    assert not {m: i for m, i in bad.items() if i}
+    for m in TASK_ARITHMETIC:  # and those import nothing else
+        assert imports(m) <= set(TASK_ARITHMETIC), (m, imports(m) - set(TASK_ARITHMETIC))
+
+
+def test_names_and_the_registry_are_leaves():
+    """attnbench.names and attnbench.designs import nothing of attnbench (config, kernels and the report read them)."""
+    assert imports("attnbench.names") == set()
+    assert imports("attnbench.designs") == set()
+
+
+def test_leaf_names_match_what_they_name():
+    from attnbench import names
+    from attnbench.bench.presets import PRESETS
+    from attnbench.kernels.backend import BACKENDS
+    from attnbench.model.serving import FORMATS
+
+    assert tuple(PRESETS) == names.PRESETS
+    assert BACKENDS == names.BACKENDS and FORMATS == names.SERVING_FORMATS
+    assert all(module.startswith("attnbench.experiments.") and module in MODULES for module in names.EXPERIMENTS.values())
+
+
+def test_no_import_runs_in_a_circle():
+    """The import graph of attnbench and its kernels is acyclic (lazy imports included)."""
+    graph = {m: imports(m) for m in MODULES}
+    done: set[str] = set()
+
+    def visit(m: str, path: list[str]) -> None:
+        if m in path:
+            raise AssertionError("import cycle: " + " -> ".join(path[path.index(m) :] + [m]))
+        if m in done:
+            return
+        for n in sorted(graph[m]):
+            if n in MODULES:
+                visit(n, [*path, m])
+        done.add(m)
+
+    for m in sorted(graph):
+        visit(m, [])
