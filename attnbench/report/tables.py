@@ -301,46 +301,14 @@ def decision_table(df: pd.DataFrame, train: pd.DataFrame | None = None, *, drop_
     cols += [(f"crossover vs {BASELINE}", "prefill"), (f"crossover vs {BASELINE}", "decode")]
     rules = {json.dumps(r, sort_keys=True, default=str) for r in train["rule"]} if "rule" in train else set()
     rule_note = (" Training rule: " + "; ".join(rule_text(json.loads(r)) for r in sorted(rules)) + ".") if rules else ""
-    table = Table(
-        "decision",
-        cols,
-        note=(
-            "Accuracy: exact match, depths and seeds pooled, 95% Wilson interval; chance = a uniform guess among the task's "
-            "answers, floor = a uniform guess among this context's needle values (no lookup). Learned: the 95% lower bound "
-            f"of the task at the model's own training length >= {LEARNED_LOWER_BOUND} (* decided on single needles: no "
-            "experiment-task check recorded); a design that did not learn is shown, never used for a verdict. Trained to: "
-            "the longest curriculum stage the model passed. Effective length: the longest length up to which every "
-            f"accuracy's lower bound stays above {EFFECTIVE_LOWER_BOUND}; the "
-            + RELATIVE_RULE
-            + f". Speed: {BASELINE} time / design time at the longest "
-            "length both were measured (above 1: faster). ◐ n of m haystacks: a partial cell, fewer haystacks ran than "
-            "planned (the budget ran out). Italic with a dagger: projected or analytic, not measured. "
-            "—: no records for this yet." + rule_note
-        ),
-    )
+    table = Table("decision", cols, note=_decision_note(rule_note))
     own = df[~is_preset(df)]
     for name in row_designs(df):
         g = own[own["design"] == name]
         layout = next((str(x) for x in g["layout"].dropna() if str(x)), "")
         tr = train[train["design"] == name]
         row = [Cell(name), Cell(layout), params_cell(g)]
-        if tr.empty:
-            row += [NONE, NONE, NONE]
-        else:
-            t = tr.iloc[-1]
-            tl = int(t["train_len"]) if pd.notna(t["train_len"]) else None
-            row.append(
-                Cell(
-                    f"{tl:,}" if tl else "0 (no stage passed)",
-                    "" if tl else "failed",
-                    f"the longest curriculum stage passed (stage reached {t['stage']})",
-                )
-            )
-            steps = f"{int(t['steps']):,}" if pd.notna(t["steps"]) else "?"
-            steps = steps if t.get("steps_exact", True) is not False else f"~{steps}"
-            tokens = f"{t['tokens'] / 1e6:.1f}M" if pd.notna(t["tokens"]) else "?"
-            row.append(Cell(f"{steps} / {tokens}", "", "optimizer steps / training tokens"))
-            row.append(Cell(str(t["status"]), "", f"{t['stop_reason']} ({t['source']})"))
+        row += _training_cells(tr)
         hops = mh_hops[-1] if mh_hops and niah_task is None else None
         row.append(learned_cell(df, name, niah_task or ("multihop" if mh_hops else None), train, hops=hops))
         eff, text = effective_length(df, name)
@@ -368,6 +336,45 @@ def decision_table(df: pd.DataFrame, train: pd.DataFrame | None = None, *, drop_
         table.columns = [cols[i] for i in keep]
         table.rows = [[r[i] for i in keep] for r in table.rows]
     return table
+
+
+def _decision_note(rule_note: str) -> str:
+    """The decision table's note: how each column is computed."""
+    return (
+        "Accuracy: exact match, depths and seeds pooled, 95% Wilson interval; chance = a uniform guess among the task's "
+        "answers, floor = a uniform guess among this context's needle values (no lookup). Learned: the 95% lower bound "
+        f"of the task at the model's own training length >= {LEARNED_LOWER_BOUND} (* decided on single needles: no "
+        "experiment-task check recorded); a design that did not learn is shown, never used for a verdict. Trained to: "
+        "the longest curriculum stage the model passed. Effective length: the longest length up to which every "
+        f"accuracy's lower bound stays above {EFFECTIVE_LOWER_BOUND}; the "
+        + RELATIVE_RULE
+        + f". Speed: {BASELINE} time / design time at the longest "
+        "length both were measured (above 1: faster). ◐ n of m haystacks: a partial cell, fewer haystacks ran than "
+        "planned (the budget ran out). Italic with a dagger: projected or analytic, not measured. "
+        "—: no records for this yet." + rule_note
+    )
+
+
+def _training_cells(tr: pd.DataFrame) -> list:
+    """How a design's model was trained: the length it was trained to, steps / tokens, how it stopped."""
+    if tr.empty:
+        return [NONE, NONE, NONE]
+    row = []
+    t = tr.iloc[-1]
+    tl = int(t["train_len"]) if pd.notna(t["train_len"]) else None
+    row.append(
+        Cell(
+            f"{tl:,}" if tl else "0 (no stage passed)",
+            "" if tl else "failed",
+            f"the longest curriculum stage passed (stage reached {t['stage']})",
+        )
+    )
+    steps = f"{int(t['steps']):,}" if pd.notna(t["steps"]) else "?"
+    steps = steps if t.get("steps_exact", True) is not False else f"~{steps}"
+    tokens = f"{t['tokens'] / 1e6:.1f}M" if pd.notna(t["tokens"]) else "?"
+    row.append(Cell(f"{steps} / {tokens}", "", "optimizer steps / training tokens"))
+    row.append(Cell(str(t["status"]), "", f"{t['stop_reason']} ({t['source']})"))
+    return row
 
 
 def rule_text(rule: dict) -> str:
