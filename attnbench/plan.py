@@ -4,6 +4,10 @@ Each design's prefill is timed on this machine at a few short lengths and fitted
 t(n) = a n + b n^2 (linear designs get b ~ 0; designs with full-attention or MSA layers get
 the quadratic term), and the cache bytes as c + d n. A cell whose estimate exceeds the time
 left or the memory allowed is recorded as ``skipped`` with the estimate, never run blind.
+
+Not to be confused with attnbench/bench/planner.py: that one predicts seconds and bytes from
+the cost model, without timing anything; this one times the real prefill on this machine and
+plans the evaluation cells from those timings (longctx_plan.py uses it).
 """
 
 from __future__ import annotations

@@ -217,13 +217,25 @@ def sync_command(run_dirs: list[Path], written: list[Path]) -> str:
 
 
 def log_runs(paths: list[Path], wcfg: dict) -> list[str]:
+    """Log the records of these run directories to W&B: one run per (run directory,
+    experiment, design, seed), then one run of each directory's report figures; returns the
+    ids written."""
     import wandb
 
-    from .report.data import FIGURE_DIR, load
+    from .report.data import load
 
     data = load(paths)
     df = data.records
     headers = {h["run_dir"]: h for h in data.headers}
+    init = _initer(wandb, wcfg)
+    written = []
+    for (run_dir, exp, design, seed), g in df.groupby(["run_dir", "exp", "design", df["seed"].fillna(-1)], dropna=False):
+        written.append(_log_design(wandb, init, run_dir, exp, design, seed, g, headers.get(run_dir, {})))
+    return written + _log_figures(wandb, init, headers)
+
+
+def _initer(wandb, wcfg: dict):
+    """wandb.init with this config's project, entity, mode, group and tags, quiet and bounded in time."""
     settings = wandb.Settings(
         console="off",
         x_disable_stats=True,
@@ -234,7 +246,6 @@ def log_runs(paths: list[Path], wcfg: dict) -> list[str]:
         init_timeout=max(5.0, float(wcfg.get("timeout_s", 20)) / 2),
     )
     mode = wcfg.get("mode", "offline")
-    written = []
 
     def init(run_dir: str, exp: str, name: str, job_type: str, config: dict, tags: list[str], rid: str):
         return wandb.init(
@@ -252,66 +263,81 @@ def log_runs(paths: list[Path], wcfg: dict) -> list[str]:
             settings=settings,
         )
 
-    for (run_dir, exp, design, seed), g in df.groupby(["run_dir", "exp", "design", df["seed"].fillna(-1)], dropna=False):
-        h = headers.get(run_dir, {})
-        seed_txt = "-" if seed == -1 else str(int(seed))
-        layout = next((str(x) for x in g["layout"].dropna() if str(x)), "")
-        config = {
-            **(h.get("config") or {}),
-            "experiment": exp,
-            "design": design,
-            "layout": layout,
-            "seed": None if seed == -1 else int(seed),
-            "config_hash": h.get("config_hash"),
-            "device": ",".join(sorted({str(d) for d in g["device"].dropna()})),
-            "git_commit": (h.get("git") or {}).get("commit"),
-            "hardware": h.get("hardware"),
-            "run_dir": run_dir,
+    return init
+
+
+def _log_design(wandb, init, run_dir: str, exp: str, design: str, seed, g: pd.DataFrame, h: dict) -> str:
+    """One design's W&B run: its config, its history, its records table, the needle heatmap, a summary."""
+    seed_txt = "-" if seed == -1 else str(int(seed))
+    layout = next((str(x) for x in g["layout"].dropna() if str(x)), "")
+    config = {
+        **(h.get("config") or {}),
+        "experiment": exp,
+        "design": design,
+        "layout": layout,
+        "seed": None if seed == -1 else int(seed),
+        "config_hash": h.get("config_hash"),
+        "device": ",".join(sorted({str(d) for d in g["device"].dropna()})),
+        "git_commit": (h.get("git") or {}).get("commit"),
+        "hardware": h.get("hardware"),
+        "run_dir": run_dir,
+    }
+    rid = run_id(h.get("config_hash") or run_dir, exp, design, seed_txt)
+    run = init(run_dir, exp, f"{exp}/{design}/seed{seed_txt}", exp, config, [exp, str(design)], rid)
+    run.define_metric("train/step")
+    run.define_metric("train/*", step_metric="train/step")
+    run.define_metric("context_len")
+    for prefix in HISTORY_PREFIXES:
+        run.define_metric(f"{prefix}/*", step_metric="context_len")
+    train_rows, len_rows = history_rows(g)
+    for row in train_rows + len_rows:
+        run.log(row)
+    _log_tables(wandb, run, g)
+    summary = summary_of(g)
+    summary["records/measured"] = int((g["status"] == "measured").sum())
+    summary["records/projected"] = int((g["status"] == "projected").sum())
+    summary["records/skipped"] = int((g["status"] == "skipped").sum())
+    summary["records/failed"] = int((g["status"] == "failed").sum())
+    run.summary.update(summary)
+    written = run.id
+    finish(run, run_dir)
+    return written
+
+
+def _log_tables(wandb, run, g: pd.DataFrame) -> None:
+    """The run's records as a W&B table, and the needle accuracies by depth and length."""
+    cols: list[str | int] = [c for c in TABLE_COLUMNS]
+    run.log(
+        {
+            "records": wandb.Table(
+                columns=cols,
+                data=[
+                    [_table_value(r.get(c)) if c != "value" else _table_value(r["v"] if pd.notna(r["v"]) else r["value"]) for c in cols]
+                    for _, r in g.iterrows()
+                ],
+                allow_mixed_types=True,
+            )
         }
-        rid = run_id(h.get("config_hash") or run_dir, exp, design, seed_txt)
-        run = init(run_dir, exp, f"{exp}/{design}/seed{seed_txt}", exp, config, [exp, str(design)], rid)
-        run.define_metric("train/step")
-        run.define_metric("train/*", step_metric="train/step")
-        run.define_metric("context_len")
-        for prefix in HISTORY_PREFIXES:
-            run.define_metric(f"{prefix}/*", step_metric="context_len")
-        train_rows, len_rows = history_rows(g)
-        for row in train_rows + len_rows:
-            run.log(row)
-        cols: list[str | int] = [c for c in TABLE_COLUMNS]
+    )
+    niah = g[(g["metric"] == "niah/acc") & g["depth"].notna()]
+    if not niah.empty:
         run.log(
             {
-                "records": wandb.Table(
-                    columns=cols,
-                    data=[
-                        [_table_value(r.get(c)) if c != "value" else _table_value(r["v"] if pd.notna(r["v"]) else r["value"]) for c in cols]
-                        for _, r in g.iterrows()
-                    ],
+                "niah/heatmap": wandb.Table(
+                    columns=["depth", "context_len", "accuracy", "status"],
+                    data=[[float(r["depth"]), int(r["context_len"]), _table_value(r["v"]), r["status"]] for _, r in niah.iterrows()],
                     allow_mixed_types=True,
                 )
             }
         )
-        niah = g[(g["metric"] == "niah/acc") & g["depth"].notna()]
-        if not niah.empty:
-            run.log(
-                {
-                    "niah/heatmap": wandb.Table(
-                        columns=["depth", "context_len", "accuracy", "status"],
-                        data=[[float(r["depth"]), int(r["context_len"]), _table_value(r["v"]), r["status"]] for _, r in niah.iterrows()],
-                        allow_mixed_types=True,
-                    )
-                }
-            )
-        summary = summary_of(g)
-        summary["records/measured"] = int((g["status"] == "measured").sum())
-        summary["records/projected"] = int((g["status"] == "projected").sum())
-        summary["records/skipped"] = int((g["status"] == "skipped").sum())
-        summary["records/failed"] = int((g["status"] == "failed").sum())
-        run.summary.update(summary)
-        written.append(run.id)
-        finish(run, run_dir)
 
-    for run_dir, h in headers.items():  # the report's figures, one run per experiment run directory
+
+def _log_figures(wandb, init, headers: dict[str, dict]) -> list[str]:
+    """The report's figures, one run per experiment run directory that has them."""
+    from .report.data import FIGURE_DIR
+
+    written = []
+    for run_dir, h in headers.items():
         figs = sorted((Path(run_dir) / FIGURE_DIR).glob("*.png"))
         if not figs:
             continue

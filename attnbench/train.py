@@ -1,5 +1,10 @@
 """Train a task model of one design: AdamW, warm-up + cosine, clipping, a curriculum.
 
+This is the trainer every experiment calls (get_model); attnbench/experiments/train.py is the
+`+exp=train` experiment that runs it ahead of time and records the outcome. Its parts:
+train_start.py (where a training starts), train_parallel.py (how a step runs over processes),
+train_step.py (the compiled loss), train_record.py (state and record), train_rate.py (speed).
+
 Every design trains the same backbone on the same generator with the same seed under one
 recorded rule (``rule_of``: token budget, patience per stage, advance and floor thresholds).
 The curriculum (docs/DESIGN.md "Training small models on this CPU") moves to its next stage when
@@ -34,48 +39,24 @@ import torch.nn.functional as F
 from tqdm import tqdm
 
 from . import checkpoints, distributed
-from .config import execution_free, parse_duration
+from .config import parse_duration
 from .model import Model, layout_for
-from .results import stable_hash
 from .runner import config_dict
 from .tasks.batches import IGNORE, Stage, chain_batch, mqar_batch
 from .tasks.stage import rows_of
 from .tasks.vocab import Vocab
 from .train_rate import calibrate_peak, cpu_name
 from .train_record import TrainState, rule_of, stop_reason, training_record
-
-FORMAT = 2  # bump when the checkpoint contents or training semantics change (2: the fair rule, mixed lengths)
-# Design fields added after FORMAT 1 whose default reproduces the old behaviour: left out of
-# the key while at that default, so checkpoints trained before they existed stay valid.
-ADDED_AT_DEFAULT = {"lightning_heads": 0, "position": "partial", "qkv_conv": 0}
+from .train_start import ADDED_AT_DEFAULT as ADDED_AT_DEFAULT  # importable from here, as before
+from .train_start import FORMAT as FORMAT
+from .train_start import checkpoint_key as checkpoint_key
+from .train_start import prefix_model as prefix_model
+from .train_parallel import for_training
+from .train_start import starting_point
 
 
 def vocab_of(cfg) -> Vocab:
     return Vocab(cfg.task.n_keys, cfg.task.n_values, cfg.task.n_filler)
-
-
-def checkpoint_key(cfg, design: str) -> str:
-    """Hash of everything that determines the trained weights."""
-    # How a run is spread over processes is not part of the key (a run resumes on any number).
-    train = execution_free(config_dict(cfg.train))
-    # Limits that only decide when to stop (not what a step does) are not part of the key: a
-    # run stopped by them resumes from its partial checkpoint when they are raised.
-    for k in ("force", "budget", "patience", "token_budget", "chain_token_budget", "checkpoint_every", "log_every"):
-        train.pop(k, None)
-    return stable_hash(
-        {
-            "format": FORMAT,
-            "model": config_dict(cfg.model),
-            "design": {
-                k: v
-                for k, v in config_dict(cfg.attention[design]).items()
-                if k != "description" and not (k in ADDED_AT_DEFAULT and v == ADDED_AT_DEFAULT[k])
-            },
-            "task": config_dict(cfg.task),
-            "train": train,
-            "seed": cfg.seed,
-        }
-    )
 
 
 def lr_at(step: int, tc, warm_from: int = 0) -> float:
@@ -240,28 +221,6 @@ def train_log(folder: Path, write: bool = True) -> logging.Logger:
     return log
 
 
-def prefix_model(cfg, design_name: str) -> tuple[Path, dict, int] | None:
-    """A finished model of a shorter curriculum that this one extends, everything else equal.
-
-    multihop's curriculum is needle_4m's plus chain stages: its models start from the needle
-    models (shipped or cached) instead of training those stages again. Returns (folder,
-    record, stages it covers) of the longest such prefix, or None.
-    """
-    import copy
-    import json
-
-    from omegaconf import open_dict
-
-    for n in range(len(cfg.train.stages) - 1, 0, -1):
-        short = copy.deepcopy(cfg)
-        with open_dict(short):
-            short.train.stages = cfg.train.stages[:n]
-        found = checkpoints.find(design_name, checkpoint_key(short, design_name))
-        if found is not None:
-            return found, json.loads((found / "record.json").read_text()), n
-    return None
-
-
 def kernel_backends(cfg, design_name: str, device) -> tuple[dict[str, str], bool]:
     """The kernel backend each op of the design trains with, and whether to fall back to the reference.
 
@@ -296,11 +255,10 @@ def _train(cfg, design_name: str, device, *, key: str | None, backends: dict[str
     tc = cfg.train
     key = key or checkpoint_key(cfg, design_name)
     folder = checkpoints.work_dir(design_name, key)
-    vocab = vocab_of(cfg)
     stages = stages_of(tc)
-    # How steps run: one process and whole batches (distributed.Local, as always), or a global
-    # batch split over torchrun's processes (DDP / FSDP2) and micro-batches (distributed.Parallel).
-    par = distributed.for_training(tc, device)
+    # How steps run: one process and whole batches (train_parallel.Local, as always), or a global
+    # batch split over torchrun's processes (DDP / FSDP2) and micro-batches (train_parallel.Parallel).
+    par = for_training(tc, device)
     par.check([rows_of(tc, stage.at(n).seq_len) for stage in stages for n in stage.lengths()])
     torch.manual_seed(cfg.seed)
     model = par.wrap(Model(cfg.model, design).to(device))
@@ -310,18 +268,11 @@ def _train(cfg, design_name: str, device, *, key: str | None, backends: dict[str
     partial = folder / "partial.pt"
     # rank 0 reads the checkpoints; every process gets the state, the weights and the optimiser's
     st = par.resume(lambda: starting_point(cfg, design_name, partial), model, opt)
-    budget = parse_duration(tc.budget)
-    rolling: deque[float] = deque(st.rolling, maxlen=tc.window)
-    log = train_log(folder, write=par.main)
-    log.info(
+    loop = _Loop(cfg, design, stages, par, model, opt, st, train_log(folder, write=par.main))
+    loop.log.info(
         f"{design_name} {key}: {'resume at step ' + str(st.step) if st.step else 'start'}, "
         f"stage {st.stage + 1}/{len(stages)}, rule {rule_of(tc)}"
     )
-
-    def save_partial():
-        st.rolling = list(rolling)
-        par.save(partial, model, opt, asdict(st))  # rank 0 writes
-
     bar = tqdm(
         total=tc.max_steps,
         initial=st.step,
@@ -331,122 +282,137 @@ def _train(cfg, design_name: str, device, *, key: str | None, backends: dict[str
         dynamic_ncols=True,
         disable=not par.main,
     )
-    loss_fn = loss_for(cfg, model, design, par, device)
+    loop.loss_fn = loss_for(cfg, model, design, par, device)
     if device.type == "cpu" and st.step < tc.max_steps and st.status == "running":  # the peak this (re)start runs against
         st.peaks.append({"step": st.step, "flops": calibrate_peak(), "threads": torch.get_num_threads(), "cpu": cpu_name()})
-    start = time.perf_counter() - st.wall_s
+    loop.start = time.perf_counter() - st.wall_s
     model.train()
     if st.continued_from:
-        log.info(f"continues {st.continued_from} (its first {len(st.stage_starts) - 1} stages) from step {st.step}")
+        loop.log.info(f"continues {st.continued_from} (its first {len(st.stage_starts) - 1} stages) from step {st.step}")
     try:
+        loop.run(bar, partial)
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM: keep every finished step, then stop
+        st.wall_s = time.perf_counter() - loop.start
+        loop.save_partial(partial)
+        loop.log.info(f"interrupted at step {st.step}; partial checkpoint saved")
+        raise
+    bar.close()
+    return _finish(loop, design_name, key, folder, partial, device, backends)
+
+
+class _Loop:
+    """The training loop of _train: the state it advances, one step at a time, and the rolling
+    accuracy that decides when a stage is passed."""
+
+    def __init__(self, cfg, design, stages: list[Stage], par, model, opt, st: TrainState, log: logging.Logger) -> None:
+        self.cfg, self.tc, self.design, self.stages, self.par = cfg, cfg.train, design, stages, par
+        self.model, self.opt, self.st, self.log = model, opt, st, log
+        self.vocab = vocab_of(cfg)
+        self.budget = parse_duration(cfg.train.budget)
+        self.rolling: deque[float] = deque(st.rolling, maxlen=cfg.train.window)
+        self.loss_fn = None
+        self.start = 0.0
+
+    def save_partial(self, partial: Path) -> None:
+        self.st.rolling = list(self.rolling)
+        self.par.save(partial, self.model, self.opt, asdict(self.st))  # rank 0 writes
+
+    def run(self, bar, partial: Path) -> None:
+        """Steps until a limit, the floor or a failure stops training (st.status says which)."""
+        st, tc, stages, start = self.st, self.tc, self.stages, self.start
         while st.step < tc.max_steps and st.status == "running":
             if stages[st.stage].hops and st.chain_from_tokens is None:
                 st.chain_from_tokens = st.tokens  # the first chain stage begins: its budget counts from here
-            reason = stop_reason(st, tc, par.agree(time.perf_counter() - start), budget)
+            reason = stop_reason(st, tc, self.par.agree(time.perf_counter() - start), self.budget)
             if reason:
                 st.status = reason
                 break
             step = st.step
-            t_data = time.perf_counter()
-            x, y = step_batch(cfg, stages, st.stage, step, vocab)  # the global batch, on every process
-            t_data = time.perf_counter() - t_data
-            for group in opt.param_groups:
-                group["lr"] = lr_at(step, tc, st.warm_from)
-            # forward + backward; ce, acc, index loss: means over the global batch
-            res = par.step(loss_fn, model, design, cfg, x, y, opt)
+            x, res = self.step(step)
             if res is None:
                 st.status, st.failure = "failed", f"non-finite loss at step {step}"
                 break  # the last partial checkpoint (good weights) stays on disk
-            t_opt = time.perf_counter()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), tc.grad_clip, foreach=True)
-            opt.step()
-            spent = {"data": t_data, **par.phase_s, "optimizer": time.perf_counter() - t_opt}
-            if getattr(loss_fn, "compiled_now", False):  # a new batch shape compiled: the step is compile time
-                spent = {"compile": sum(spent.values())}
-            while len(st.phase_s) <= st.stage:
-                st.phase_s.append({})
-            for k, v in spent.items():
-                st.phase_s[st.stage][k] = st.phase_s[st.stage].get(k, 0.0) + v
             st.step += 1
             st.tokens += x.numel()
-            rolling.append(res.acc)
-            roll = sum(rolling) / len(rolling)
+            self.rolling.append(res.acc)
+            roll = sum(self.rolling) / len(self.rolling)
             if step % tc.log_every == 0:
-                st.curve.append(
-                    {
-                        "step": step,
-                        "loss": res.ce,
-                        "acc": res.acc,
-                        "stage": st.stage,
-                        "tokens": st.tokens,
-                        "wall_s": round(time.perf_counter() - start, 2),
-                        "seq_len": x.shape[1],
-                        "index_loss": res.index_loss,
-                    }
-                )
-                bar.set_postfix(
-                    stage=f"{st.stage + 1}/{len(stages)}",
-                    loss=f"{res.ce:.3f}",
-                    acc=f"{roll:.2f}",
-                    tok_s=f"{st.tokens / max(1e-9, time.perf_counter() - start):.0f}",
-                )
+                self.log_point(bar, step, x, res, roll)
             bar.update(1)
-            if len(rolling) == tc.window and st.advance(roll, len(stages), tc):
-                log.info(f"step {st.step}: passed stage {st.stage} (context {stages[st.stage - 1].longest}), acc {roll:.3f}")
-                rolling.clear()
+            if len(self.rolling) == tc.window and st.advance(roll, len(stages), tc):
+                self.log.info(f"step {st.step}: passed stage {st.stage} (context {stages[st.stage - 1].longest}), acc {roll:.3f}")
+                self.rolling.clear()
             if st.step % tc.checkpoint_every == 0 or st.status != "running":
                 st.wall_s = time.perf_counter() - start
-                log.info(
+                self.log.info(
                     f"step {st.step} stage {st.stage + 1}/{len(stages)} loss {res.ce:.4f} acc {roll:.3f} "
                     f"tokens {st.tokens:,} wall {st.wall_s:.0f}s"
                 )
-                save_partial()
-    except KeyboardInterrupt:  # Ctrl-C or SIGTERM: keep every finished step, then stop
-        st.wall_s = time.perf_counter() - start
-        save_partial()
-        log.info(f"interrupted at step {st.step}; partial checkpoint saved")
-        raise
-    bar.close()
+                self.save_partial(partial)
+
+    def step(self, step: int):
+        """One optimiser step on the global batch, its time split by phase into st.phase_s;
+        returns the batch and the step's result (None: a non-finite loss, nothing updated)."""
+        st, tc, opt = self.st, self.tc, self.opt
+        t_data = time.perf_counter()
+        x, y = step_batch(self.cfg, self.stages, st.stage, step, self.vocab)  # the global batch, on every process
+        t_data = time.perf_counter() - t_data
+        for group in opt.param_groups:
+            group["lr"] = lr_at(step, tc, st.warm_from)
+        # forward + backward; ce, acc, index loss: means over the global batch
+        res = self.par.step(self.loss_fn, self.model, self.design, self.cfg, x, y, opt)
+        if res is None:
+            return x, None
+        t_opt = time.perf_counter()
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), tc.grad_clip, foreach=True)
+        opt.step()
+        spent = {"data": t_data, **self.par.phase_s, "optimizer": time.perf_counter() - t_opt}
+        if getattr(self.loss_fn, "compiled_now", False):  # a new batch shape compiled: the step is compile time
+            spent = {"compile": sum(spent.values())}
+        while len(st.phase_s) <= st.stage:
+            st.phase_s.append({})
+        for k, v in spent.items():
+            st.phase_s[st.stage][k] = st.phase_s[st.stage].get(k, 0.0) + v
+        return x, res
+
+    def log_point(self, bar, step: int, x: torch.Tensor, res, roll: float) -> None:
+        """A point of the loss curve, and the progress bar's figures."""
+        st, start = self.st, self.start
+        st.curve.append(
+            {
+                "step": step,
+                "loss": res.ce,
+                "acc": res.acc,
+                "stage": st.stage,
+                "tokens": st.tokens,
+                "wall_s": round(time.perf_counter() - start, 2),
+                "seq_len": x.shape[1],
+                "index_loss": res.index_loss,
+            }
+        )
+        bar.set_postfix(
+            stage=f"{st.stage + 1}/{len(self.stages)}",
+            loss=f"{res.ce:.3f}",
+            acc=f"{roll:.2f}",
+            tok_s=f"{st.tokens / max(1e-9, time.perf_counter() - start):.0f}",
+        )
+
+
+def _finish(loop: _Loop, design_name: str, key: str, folder: Path, partial: Path, device, backends: dict[str, str]) -> Trained:
+    """After the loop: the last partial checkpoint, the plain model, its record and final weights."""
+    st, cfg, par, stages = loop.st, loop.cfg, loop.par, loop.stages
     if st.status == "running":
         st.status = "max_steps"
-    st.wall_s = time.perf_counter() - start
+    st.wall_s = time.perf_counter() - loop.start
     if st.status != "failed":
-        save_partial()
-    log.info(f"stopped: {st.status} at step {st.step}, {st.tokens:,} tokens, {st.wall_s:.0f}s, stages passed {st.passed}/{len(stages)}")
-    model = par.unwrap(model, lambda: Model(cfg.model, design)).eval()  # plain, full weights
+        loop.save_partial(partial)
+    loop.log.info(
+        f"stopped: {st.status} at step {st.step}, {st.tokens:,} tokens, {st.wall_s:.0f}s, stages passed {st.passed}/{len(stages)}"
+    )
+    model = par.unwrap(loop.model, lambda: Model(cfg.model, loop.design)).eval()  # plain, full weights
     record = training_record(cfg, design_name, key, model, st, stages, device, processes=par.world, backends=backends)
     if par.main:
         if st.status != "failed":  # a finished (or given-up) model is usable; a diverged one is not
             checkpoints.save_torch(folder / "final.pt", model.state_dict())
         checkpoints.save_json(folder / "record.json", record)
     return Trained(model, record, folder, "trained")
-
-
-def starting_point(cfg, design_name: str, partial: Path) -> tuple[TrainState, dict | None, dict | None]:
-    """Where training starts: (state, weights, optimiser state) of its partial checkpoint, a
-    shorter curriculum's finished model (prefix_model), or scratch (TrainState(), None, None)."""
-    # the cache's own partial checkpoint, else one shipped in attnbench/trained/ by an earlier sitting
-    source = partial if partial.exists() else checkpoints.shipped_partial(design_name, partial.parent.name.rpartition("-")[2])
-    if source is not None and not cfg.train.force:
-        saved = torch.load(source, map_location="cpu", weights_only=False)
-        st = TrainState(**saved["state"])
-        if st.status != "failed":
-            st.status = "running"  # stopped by a limit that may have been raised since
-        return st, saved["model"], saved["opt"]
-    if (prefix := prefix_model(cfg, design_name)) is not None:
-        base, base_record, n = prefix
-        st = TrainState(
-            step=base_record["steps"],
-            stage=n,
-            tokens=base_record["tokens"],
-            wall_s=base_record["wall_s"],
-            curve=list(base_record["curve"]),
-            stage_starts=[*base_record["stage_starts"], base_record["steps"]],
-            warm_from=base_record["steps"],
-            continued_from=base_record["key"],
-        )
-        if not base_record["reached_floor"]:  # it did not pass its own stages: the longer curriculum stops there too
-            st.stage, st.stage_starts = n - 1, list(base_record["stage_starts"])
-            st.status = base_record["status"]
-        return st, torch.load(base / "final.pt", map_location="cpu", weights_only=True), None
-    return TrainState(), None, None

@@ -12,7 +12,7 @@ answer positions; the equal-loss test (tests/test_train_speed.py) holds 50 steps
 eager path for every layout letter. The MoE stays in the graph because its grouped GEMM is a
 custom op with a fake-tensor rule (model/moe.py: grouped_mm).
 
-Only whole batches in one process are compiled (distributed.Local): a split batch's balance
+Only whole batches in one process are compiled (train_parallel.Local): a split batch's balance
 loss reads a ContextVar (moe.GLOBAL_ROUTING) that Dynamo cannot trace. If compiling fails (e.g.
 no C++ compiler for Inductor), the step says so once and runs eagerly from then on.
 """
@@ -36,7 +36,7 @@ MAX_SHAPES = 64
 
 @dataclass
 class Aux:
-    """What the caller reads of the model's Output besides the loss (distributed.Local.step)."""
+    """What the caller reads of the model's Output besides the loss (train_parallel.Local.step)."""
 
     index_loss: torch.Tensor
 

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from attnbench import checkpoints, distributed
+from attnbench import checkpoints, distributed, train_parallel
 from attnbench.config import ConfigError
 from attnbench.train import train
 
@@ -86,7 +86,7 @@ def test_rows_of_a_global_batch_are_split_once(world, micro):
 
     parts = []
     for r in range(world):
-        p = distributed.Parallel(Tc, torch.device("cpu"))
+        p = train_parallel.Parallel(Tc, torch.device("cpu"))
         p.rank, p.world = r, world
         parts.append(p.slices(11))
         if micro:
@@ -100,7 +100,7 @@ def test_too_few_rows_for_the_processes_is_a_config_error():
     class Tc:
         parallel, micro_batch, tokens_per_step = "none", 1, 1024
 
-    p = distributed.Parallel(Tc, torch.device("cpu"))
+    p = train_parallel.Parallel(Tc, torch.device("cpu"))
     p.world = 4
     with pytest.raises(ConfigError, match="train.micro_batch"):
         p.check([3])

@@ -385,7 +385,7 @@ def test_budget_lines_name_their_run_when_several_are_merged(tmp_path):
 def test_decision_table_training_cells_come_from_the_main_job_and_name_each_seed():
     """A design trained by several experiments (multihop's chains, capacity's ladder, a probe's
     variant) shows the main job's training; several seeds show each seed's facts."""
-    from attnbench.report.tables import primary_training, training_cells
+    from attnbench.report.tables_training import primary_training, training_cells
 
     def row(exp, seed, steps, status="done", train_len=1024.0):
         return {"design": "x", "exp": exp, "seed": seed, "steps": steps, "tokens": steps * 1e4, "status": status}, {
@@ -398,9 +398,9 @@ def test_decision_table_training_cells_come_from_the_main_job_and_name_each_seed
     rows = [a | b for a, b in (row("needle_4m", 0, 100), row("multihop", 0, 300), row("plateau_probe", 0, 50, "stalled", 0.0))]
     tr = primary_training(pd.DataFrame(rows))
     assert list(tr["exp"]) == ["needle_4m"]
-    assert [c.text for c in training_cells(tr)] == ["1,024", "100 / 1.0M", "done"]
+    assert [c[0] for c in training_cells(tr)] == ["1,024", "100 / 1.0M", "done"]
     rows.append(row("needle_4m", 1, 200)[0] | row("needle_4m", 1, 200)[1])
-    cells = [c.text for c in training_cells(primary_training(pd.DataFrame(rows)))]
+    cells = [c[0] for c in training_cells(primary_training(pd.DataFrame(rows)))]
     assert cells == ["1,024", "s0 100 / 1.0M; s1 200 / 2.0M", "done"]
     alone = pd.DataFrame([row("plateau_probe", 0, 50, "stalled", 0.0)[0] | row("plateau_probe", 0, 50, "stalled", 0.0)[1]])
-    assert [c.text for c in training_cells(primary_training(alone))][0] == "0 (no stage passed)"
+    assert [c[0] for c in training_cells(primary_training(alone))][0] == "0 (no stage passed)"

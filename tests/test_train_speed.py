@@ -21,7 +21,7 @@ import torch
 import attnbench.kernels.backend as backend
 import attnbench.model.moe as moe
 from attnbench.designs import LAYOUT_LETTERS
-from attnbench.distributed import Local
+from attnbench.train_parallel import Local
 from attnbench.model import Model
 from attnbench.train import loss_for, stages_of, step_batch, vocab_of
 from attnbench.train_step import Aux, CompiledLoss

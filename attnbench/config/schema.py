@@ -147,7 +147,7 @@ class TrainConfig:
     compile: bool = True  # the step's loss through torch.compile, a graph per batch shape (attnbench/train_step.py; CPU, one process)
     stages: List[StageConfig] = field(default_factory=default_stages)
     max_len: int = 0  # > 0: the last stage's lengths run up to this context (the GPU presets: 2048); 0: its own
-    # Distributed training (attnbench/distributed.py; README "Beyond one machine"). `batch` and
+    # Distributed training (attnbench/distributed.py; docs/clusters.md). `batch` and
     # `tokens_per_step` stay the GLOBAL batch: its rows are split over the processes.
     parallel: Parallel = Parallel.none  # none | ddp | fsdp (launch with torchrun, or a SLURM job with tasks_per_node > 1)
     micro_batch: int = 0  # rows per forward pass and process; a process's further rows accumulate gradients (0: all at once)

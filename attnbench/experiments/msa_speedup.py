@@ -61,57 +61,60 @@ def predict(ctx) -> pd.DataFrame:
         for n in b.memory_lens:
             for phase in ("prefill", "decode"):
                 for scope in ("attention", "model"):
+                    rows += _speedups(ctx, hw_name, hw, n, phase, scope, baselines)
+    return pd.DataFrame(rows + _compute_per_token(ctx))
 
-                    def cost(arch):
-                        return costmodel.model_cost(
-                            arch, phase, n, batch=1, dtype="bfloat16", impl="fused", attention_only=scope == "attention"
-                        )
 
-                    mine = cost(M3)
-                    t3 = mine.seconds(hw, "bfloat16")
-                    for base_name, base in baselines.items():
-                        theirs = cost(base)
-                        t0 = theirs.seconds(hw, "bfloat16")
-                        speedup = t0 / t3
-                        terms = {
-                            "baseline_s": t0,
-                            "m3_s": t3,
-                            "baseline_flops": theirs.flops,
-                            "m3_flops": mine.flops,
-                            "baseline_bytes": theirs.bytes,
-                            "m3_bytes": mine.bytes,
-                            "baseline_terms_s": _top(theirs.term_seconds(hw, "bfloat16")),
-                            "m3_terms_s": _top(mine.term_seconds(hw, "bfloat16")),
-                        }
-                        ctx.record(
-                            "minimax_m3",
-                            f"msa_speedup/{phase}",
-                            speedup,
-                            "x",
-                            "projected",
-                            key=("context_len", "hardware", "scope", "vs"),
-                            layout=M3.layout,
-                            context_len=n,
-                            hardware=hw_name,
-                            method="analytic",
-                            scope=scope,
-                            vs=base_name,
-                            dtype="bfloat16",
-                            batch=1,
-                            **terms,
-                        )
-                        rows.append(
-                            dict(
-                                hardware=hw_name,
-                                n=n,
-                                phase=phase,
-                                scope=scope,
-                                vs=base_name,
-                                speedup=speedup,
-                                baseline_ms=1e3 * t0,
-                                m3_ms=1e3 * t3,
-                            )
-                        )
+def _speedups(ctx, hw_name: str, hw, n: int, phase: str, scope: str, baselines: dict) -> list[dict]:
+    """M3's predicted speedup over each baseline at one (hardware, length, phase, scope), recorded; its table rows."""
+    rows = []
+
+    def cost(arch):
+        return costmodel.model_cost(arch, phase, n, batch=1, dtype="bfloat16", impl="fused", attention_only=scope == "attention")
+
+    mine = cost(M3)
+    t3 = mine.seconds(hw, "bfloat16")
+    for base_name, base in baselines.items():
+        theirs = cost(base)
+        t0 = theirs.seconds(hw, "bfloat16")
+        speedup = t0 / t3
+        terms = {
+            "baseline_s": t0,
+            "m3_s": t3,
+            "baseline_flops": theirs.flops,
+            "m3_flops": mine.flops,
+            "baseline_bytes": theirs.bytes,
+            "m3_bytes": mine.bytes,
+            "baseline_terms_s": _top(theirs.term_seconds(hw, "bfloat16")),
+            "m3_terms_s": _top(mine.term_seconds(hw, "bfloat16")),
+        }
+        ctx.record(
+            "minimax_m3",
+            f"msa_speedup/{phase}",
+            speedup,
+            "x",
+            "projected",
+            key=("context_len", "hardware", "scope", "vs"),
+            layout=M3.layout,
+            context_len=n,
+            hardware=hw_name,
+            method="analytic",
+            scope=scope,
+            vs=base_name,
+            dtype="bfloat16",
+            batch=1,
+            **terms,
+        )
+        rows.append(
+            dict(hardware=hw_name, n=n, phase=phase, scope=scope, vs=base_name, speedup=speedup, baseline_ms=1e3 * t0, m3_ms=1e3 * t3)
+        )
+
+    return rows
+
+
+def _compute_per_token(ctx) -> list[dict]:
+    """Attention FLOPs of one decoded token at CLAIM_LEN, baseline over M3, recorded; its table rows."""
+    rows = []
 
     # attention FLOPs of one decoded token at 1M (hardware-independent): whole models, and one MSA layer
     # against one GQA layer of M3's shape (the paper's "per-token attention compute")
@@ -149,7 +152,7 @@ def predict(ctx) -> pd.DataFrame:
                 m3_ms=None,
             )
         )
-    return pd.DataFrame(rows)
+    return rows
 
 
 def _top(seconds: dict[str, float], k: int = 6) -> dict[str, float]:

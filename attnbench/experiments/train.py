@@ -1,5 +1,8 @@
 """exp=train: train (or find) the task model of each design and record how training went.
 
+This is the experiment (what `+exp=train` runs and records); the training itself, the loop and
+the checkpoints, is attnbench/train.py.
+
 needle_4m and multihop call the same get_model(), so this experiment only exists to train
 ahead of time (e.g. one design per process: ``design=softmax threads=1``) and to ship
 checkpoints; its records are the training outcome per design.

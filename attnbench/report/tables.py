@@ -44,6 +44,8 @@ from attnbench.verdicts.quality import (
     relative_effective_length,
 )
 
+from .tables_training import primary_training, training_cells
+
 BASELINE = "softmax"
 TOTAL_LENGTHS = (LEN_128K, LEN_1M, LEN_4M)
 
@@ -301,23 +303,7 @@ def decision_table(df: pd.DataFrame, train: pd.DataFrame | None = None, *, drop_
     cols += [(f"crossover vs {BASELINE}", "prefill"), (f"crossover vs {BASELINE}", "decode")]
     rules = {json.dumps(r, sort_keys=True, default=str) for r in train["rule"]} if "rule" in train else set()
     rule_note = (" Training rule: " + "; ".join(rule_text(json.loads(r)) for r in sorted(rules)) + ".") if rules else ""
-    table = Table(
-        "decision",
-        cols,
-        note=(
-            "Accuracy: exact match, depths and seeds pooled, 95% Wilson interval; chance = a uniform guess among the task's "
-            "answers, floor = a uniform guess among this context's needle values (no lookup). Learned: the 95% lower bound "
-            f"of the task at the model's own training length >= {LEARNED_LOWER_BOUND} (* decided on single needles: no "
-            "experiment-task check recorded); a design that did not learn is shown, never used for a verdict. Trained to: "
-            "the longest curriculum stage the model passed. Effective length: the longest length up to which every "
-            f"accuracy's lower bound stays above {EFFECTIVE_LOWER_BOUND}; the "
-            + RELATIVE_RULE
-            + f". Speed: {BASELINE} time / design time at the longest "
-            "length both were measured (above 1: faster). ◐ n of m haystacks: a partial cell, fewer haystacks ran than "
-            "planned (the budget ran out). Italic with a dagger: projected or analytic, not measured. "
-            "—: no records for this yet." + rule_note
-        ),
-    )
+    table = Table("decision", cols, note=_decision_note(rule_note))
     own = df[~is_preset(df)]
     for name in row_designs(df):
         g = own[own["design"] == name]
@@ -327,7 +313,7 @@ def decision_table(df: pd.DataFrame, train: pd.DataFrame | None = None, *, drop_
         if tr.empty:
             row += [NONE, NONE, NONE]
         else:
-            row += training_cells(tr)
+            row += [Cell(*c) for c in training_cells(tr)]
         hops = mh_hops[-1] if mh_hops and niah_task is None else None
         row.append(learned_cell(df, name, niah_task or ("multihop" if mh_hops else None), train, hops=hops))
         eff, text = effective_length(df, name)
@@ -357,44 +343,21 @@ def decision_table(df: pd.DataFrame, train: pd.DataFrame | None = None, *, drop_
     return table
 
 
-PRIMARY_EXP = "needle_4m"  # the main job's experiment (the README's command)
-
-
-def primary_training(tr: pd.DataFrame) -> pd.DataFrame:
-    """A design's training rows for the decision table: those of the main job's experiment where
-    it has any (other experiments train other curricula under the same design name: multihop's
-    chains, capacity's pair ladder, the probes' variants), else all; the last row of each seed."""
-    if "exp" in tr and (tr["exp"] == PRIMARY_EXP).any():
-        tr = tr[tr["exp"] == PRIMARY_EXP]
-    if "seed" not in tr or tr.empty:
-        return tr
-    return tr.groupby(tr["seed"].fillna(-1), sort=True).tail(1).sort_values("seed")
-
-
-def training_cells(tr: pd.DataFrame) -> list[Cell]:
-    """trained to, steps / tokens, stopped: one model's facts, or each seed's (s0 ...; s1 ...)."""
-
-    def one(t) -> tuple[str, str, str]:
-        tl = int(t["train_len"]) if pd.notna(t["train_len"]) else None
-        steps = f"{int(t['steps']):,}" if pd.notna(t["steps"]) else "?"
-        steps = steps if t.get("steps_exact", True) is not False else f"~{steps}"
-        tokens = f"{t['tokens'] / 1e6:.1f}M" if pd.notna(t["tokens"]) else "?"
-        return (f"{tl:,}" if tl else "0 (no stage passed)"), f"{steps} / {tokens}", str(t["status"])
-
-    facts = [one(t) for _, t in tr.iterrows()]
-    seeds = [f"s{int(x)} " if pd.notna(x) else "" for x in tr["seed"]] if len(tr) > 1 and "seed" in tr else [""] * len(tr)
-    last = tr.iloc[-1]
-    failed = all(f[0].startswith("0 ") for f in facts)
-
-    def joined(i: int) -> str:
-        values = {f[i] for f in facts}
-        return facts[0][i] if len(values) == 1 else "; ".join(f"{s}{f[i]}" for s, f in zip(seeds, facts))
-
-    return [
-        Cell(joined(0), "failed" if failed else "", f"the longest curriculum stage passed (stage reached {last['stage']})"),
-        Cell(joined(1), "", "optimizer steps / training tokens" + (", per seed" if len(facts) > 1 else "")),
-        Cell(joined(2), "", f"{last['stop_reason']} ({last['source']})"),
-    ]
+def _decision_note(rule_note: str) -> str:
+    """The decision table's note: how each column is computed."""
+    return (
+        "Accuracy: exact match, depths and seeds pooled, 95% Wilson interval; chance = a uniform guess among the task's "
+        "answers, floor = a uniform guess among this context's needle values (no lookup). Learned: the 95% lower bound "
+        f"of the task at the model's own training length >= {LEARNED_LOWER_BOUND} (* decided on single needles: no "
+        "experiment-task check recorded); a design that did not learn is shown, never used for a verdict. Trained to: "
+        "the longest curriculum stage the model passed. Effective length: the longest length up to which every "
+        f"accuracy's lower bound stays above {EFFECTIVE_LOWER_BOUND}; the "
+        + RELATIVE_RULE
+        + f". Speed: {BASELINE} time / design time at the longest "
+        "length both were measured (above 1: faster). ◐ n of m haystacks: a partial cell, fewer haystacks ran than "
+        "planned (the budget ran out). Italic with a dagger: projected or analytic, not measured. "
+        "—: no records for this yet." + rule_note
+    )
 
 
 def rule_text(rule: dict) -> str:

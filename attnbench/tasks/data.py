@@ -2,6 +2,9 @@
 
 A rerun (or another experiment asking for the same haystacks) loads them instead of
 generating again. Each dataset carries a card-like description of its fields.
+
+The task data (what a model is evaluated on); attnbench/report/data.py is another thing, the
+records of finished runs loaded into one table for the report.
 """
 
 from __future__ import annotations

@@ -391,6 +391,52 @@ def _capacity_acc(df: pd.DataFrame, name: str, pairs: float) -> Acc | None:
     return pooled_acc(d[(d["design"] == name) & (d["n_pairs"] == pairs)])
 
 
+def _c6_state(df: pd.DataFrame, d: pd.DataFrame, name: str, label: str, state: float, holds, pairs, t: dict, train, v: Verdict) -> str:
+    """One lightning state size against softmax at the most pairs softmax holds: falls | holds |
+    never learned | inconclusive, with its evidence appended to ``v``."""
+    ok, rule_text = same_rule(train, ["softmax", name], d[d["design"] == name]["exp"].iloc[-1])
+    got = learned(df, name, "mqar", train=train, threshold=t["learned_lb"])
+    v.evidence.append(("learned: " if got.flag else "did not learn: " if got.flag is False else "no check: ") + got.why)
+    mine = train[(train["design"] == name) & (train["exp"] == d[d["design"] == name]["exp"].iloc[-1])] if train is not None else None
+    status = str(mine["status"].iloc[-1]) if mine is not None and not mine.empty else ""
+    if not ok:
+        result = INCONCLUSIVE
+        v.evidence.append(f"{label}: {rule_text}: not compared")
+    elif got.flag is False and status in CUT_SHORT:
+        result = INCONCLUSIVE
+        v.evidence.append(
+            f"{label}: did not learn the task, but its training was stopped by the wall clock (status {status}) before "
+            f"the rule's patience ran out: not evidence either way"
+        )
+    elif got.flag is False:
+        result = "never learned"
+        v.evidence.append(
+            f"{label}: never learned the task under the rule that softmax learned it ({rule_text}): counted as evidence "
+            f"for the claim, though it is not a capacity curve"
+        )
+    elif not holds or got.flag is None:
+        result = INCONCLUSIVE
+        v.evidence.append(f"{label}: no pair count where softmax holds" if not holds else f"{label}: no learned check")
+    else:
+        P, small = max(holds), min(pairs)
+        a, s, a0 = _capacity_acc(df, name, P), _capacity_acc(df, "softmax", P), _capacity_acc(df, name, small)
+        assert a is not None and s is not None and a0 is not None
+        res = compare(a, s, t["gap"])
+        falls = res == "below" and a.hi < a0.lo
+        result = "falls" if falls else "holds" if res == "not below" else INCONCLUSIVE
+        floor = metric(df, CAPACITY)
+        floor = floor[(floor["design"] == name) & (floor["n_pairs"] == P)]["floor"].mean()
+        v.evidence.append(
+            f"{label} at {P:g} pairs ({P / state:.3g} pairs per state float): {a.text()} vs softmax {s.text()}; at "
+            f"{small:g} pairs {a0.text()}; values-in-context floor {floor:.3g} -> "
+            + {
+                "falls": f"falls toward the floor as pairs grow (below softmax by >= {t['gap']})",
+                "holds": f"keeps up (a deficit of {t['gap']} excluded)",
+            }.get(result, "undecided")
+        )
+    return result
+
+
 def judge_c6(df: pd.DataFrame, t: dict, train=None) -> Verdict:
     v = Verdict()
     d = metric(df, CAPACITY)
@@ -422,48 +468,8 @@ def judge_c6(df: pd.DataFrame, t: dict, train=None) -> Verdict:
     results = {}
     for name in lightning:
         state = float(d[d["design"] == name]["state_size"].max())
-        ok, rule_text = same_rule(train, ["softmax", name], d[d["design"] == name]["exp"].iloc[-1])
         label = f"{name} (state {state:,.0f} per layer)"
-        got = learned(df, name, "mqar", train=train, threshold=t["learned_lb"])
-        v.evidence.append(("learned: " if got.flag else "did not learn: " if got.flag is False else "no check: ") + got.why)
-        mine = train[(train["design"] == name) & (train["exp"] == d[d["design"] == name]["exp"].iloc[-1])] if train is not None else None
-        status = str(mine["status"].iloc[-1]) if mine is not None and not mine.empty else ""
-        if not ok:
-            results[name] = INCONCLUSIVE
-            v.evidence.append(f"{label}: {rule_text}: not compared")
-        elif got.flag is False and status in CUT_SHORT:
-            results[name] = INCONCLUSIVE
-            v.evidence.append(
-                f"{label}: did not learn the task, but its training was stopped by the wall clock (status {status}) before "
-                f"the rule's patience ran out: not evidence either way"
-            )
-        elif got.flag is False:
-            results[name] = "never learned"
-            v.evidence.append(
-                f"{label}: never learned the task under the rule that softmax learned it ({rule_text}): counted as evidence "
-                f"for the claim, though it is not a capacity curve"
-            )
-        elif not holds or got.flag is None:
-            results[name] = INCONCLUSIVE
-            v.evidence.append(f"{label}: no pair count where softmax holds" if not holds else f"{label}: no learned check")
-        else:
-            P, small = max(holds), min(pairs)
-            a, s, a0 = _capacity_acc(df, name, P), _capacity_acc(df, "softmax", P), _capacity_acc(df, name, small)
-            assert a is not None and s is not None and a0 is not None
-            res = compare(a, s, t["gap"])
-            falls = res == "below" and a.hi < a0.lo
-            results[name] = "falls" if falls else "holds" if res == "not below" else INCONCLUSIVE
-            floor = metric(df, CAPACITY)
-            floor = floor[(floor["design"] == name) & (floor["n_pairs"] == P)]["floor"].mean()
-            v.evidence.append(
-                f"{label} at {P:g} pairs ({P / state:.3g} pairs per state float): {a.text()} vs softmax {s.text()}; at "
-                f"{small:g} pairs {a0.text()}; values-in-context floor {floor:.3g} -> "
-                + {
-                    "falls": f"falls toward the floor as pairs grow (below softmax by >= {t['gap']})",
-                    "holds": f"keeps up (a deficit of {t['gap']} excluded)",
-                }.get(results[name], "undecided")
-            )
-        v.parts[label] = results[name]
+        results[name] = v.parts[label] = _c6_state(df, d, name, label, state, holds, pairs, t, train, v)
     v.models = ["softmax", *lightning]
     v.headline = "; ".join(f"{k}: {x}" for k, x in v.parts.items())
     v.change = (
