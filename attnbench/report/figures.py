@@ -465,3 +465,6 @@ def params(df: pd.DataFrame) -> Figure | None:
     ax.grid(axis="y", visible=False)
     figure_legend(fig)
     return fig
+
+
+from . import figures_scale as figures_scale  # noqa: E402  (registers the width ladder's figures last)
