@@ -156,8 +156,8 @@ def haystacks_of(cfg, task: str, length: int, hops: int = 0) -> list:
     kind, noise = cfg.task.haystack, cfg.task.value_noise
     sc = cfg.scale
     if task == "niah_single":  # one needle a context: every probe its own haystack
-        depths = np.linspace(0, 1, sc.needle_probes)
-        return [niah(rng(i), vocab, length, "single", [float(d)], kind=kind, value_noise=noise)[0] for i, d in enumerate(depths)]
+        spread = np.linspace(0, 1, sc.needle_probes)
+        return [niah(rng(i), vocab, length, "single", [float(d)], kind=kind, value_noise=noise)[0] for i, d in enumerate(spread)]
     if task == "niah_multikey":
         depths = [float(d) for d in cfg.eval.depths]
         return [niah(rng(i), vocab, length, "multikey", depths, kind=kind, value_noise=noise)[0] for i in range(sc.multikey_haystacks)]

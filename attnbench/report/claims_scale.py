@@ -32,7 +32,9 @@ GROWS, SHRINKS, NO_TREND, NOT_YET = (
     "no trend within the interval",
     "not yet measured",
 )
-THRESHOLDS = {"hops": (2, 3, 4), "min_widths": 3, "min_seeds": 2}
+HOPS: tuple[int, ...] = (2, 3, 4)  # the chains the gap is read on: C3's multi-hop (at least 2 hops)
+MIN_WIDTHS, MIN_SEEDS = 3, 2  # a trend needs this many widths, each with this many seeds of both designs
+THRESHOLDS: dict[str, object] = {"hops": HOPS, "min_widths": MIN_WIDTHS, "min_seeds": MIN_SEEDS}
 CLAIMED_SCALE = "456B"  # MiniMax-Text-01's total parameters, the scale the claim speaks of
 SCALE_RULE = (
     " At scale (exp=scale, a sub-verdict that does not change the verdict above): for each 7:1 hybrid with width-ladder "
@@ -41,19 +43,12 @@ SCALE_RULE = (
     "interval over seeds and haystacks ({resamples:,} resamples, seed {seed}); fewer than {min_widths} widths with "
     "{min_seeds} seeds each: not yet measured; the slope's interval above 0: the gap grows with size; below 0: it "
     "shrinks; else no trend within the interval. It states the sizes measured, which are not the 456B of the claim."
-).format(
-    hops="-".join(str(h) for h in THRESHOLDS["hops"]),
-    level=F.LEVEL,
-    resamples=F.RESAMPLES,
-    seed=F.SEED,
-    min_widths=THRESHOLDS["min_widths"],
-    min_seeds=THRESHOLDS["min_seeds"],
-)
+).format(hops="-".join(str(h) for h in HOPS), level=F.LEVEL, resamples=F.RESAMPLES, seed=F.SEED, min_widths=MIN_WIDTHS, min_seeds=MIN_SEEDS)
 
 
 def hybrids_with_records(df: pd.DataFrame, order: tuple[str, ...]) -> list[str]:
     """The 7:1 hybrids with ladder chain records: those of ``order`` first, in it, then any other by name."""
-    d = F.select(df, "chain", 1, THRESHOLDS["hops"])
+    d = F.select(df, "chain", 1, HOPS)
     if d.empty:
         return []
     lay = d[["design", "layout"]].drop_duplicates()
@@ -67,28 +62,27 @@ def size_range(fit: F.GapFit) -> str:
 
 def judge_at_scale(df: pd.DataFrame, order: tuple[str, ...] = ()) -> tuple[dict[str, str], list[str]]:
     """(parts, evidence) of C3 at scale; both empty where exp=scale has no records at all."""
-    t = THRESHOLDS
     if F.records(df).empty:
         return {}, []
     hybrids = hybrids_with_records(df, order)
-    label = "-".join(str(h) for h in t["hops"])
+    label = "-".join(str(h) for h in HOPS)
     if not hybrids:
         return {"at scale": NOT_YET}, [f"at scale: the width ladder has no chain records of a 7:1 hybrid at {label} hops"]
     parts, evidence = {}, []
     for name in hybrids:
-        fit = F.fit_gap(df, name, "chain", 1, t["hops"], f"chains of {label} hops")
+        fit = F.fit_gap(df, name, "chain", 1, HOPS, f"chains of {label} hops")
         if fit is None:
             parts[f"at scale, {name}"] = NOT_YET
             evidence.append(f"at scale, {name}: no width where it and softmax have chain records of the same seed")
             continue
-        seeded = [w for w in fit.widths if len(fit.seeds[w]) >= t["min_seeds"]]
+        seeded = [w for w in fit.widths if len(fit.seeds[w]) >= MIN_SEEDS]
         key = f"at scale, {name} ({size_range(fit)})"
         have = ", ".join(f"d={w}: {len(fit.seeds[w])} seed{'s' if len(fit.seeds[w]) != 1 else ''}" for w in fit.widths)
-        if len(seeded) < t["min_widths"]:
+        if len(seeded) < MIN_WIDTHS:
             parts[key] = NOT_YET
             evidence.append(
-                f"at scale, {name}: {len(seeded)} width(s) with {t['min_seeds']} seeds of both designs ({have}); "
-                f"the trend needs {t['min_widths']}: not yet measured"
+                f"at scale, {name}: {len(seeded)} width(s) with {MIN_SEEDS} seeds of both designs ({have}); "
+                f"the trend needs {MIN_WIDTHS}: not yet measured"
             )
             continue
         verdict = {"grows": GROWS, "shrinks": SHRINKS}.get(fit.trend, NO_TREND)
@@ -111,7 +105,7 @@ def judge_at_scale(df: pd.DataFrame, order: tuple[str, ...] = ()) -> tuple[dict[
 
 
 def not_learned(df: pd.DataFrame, name: str, fit: F.GapFit) -> str:
-    d = F.select(df, "chain", 1, THRESHOLDS["hops"])
+    d = F.select(df, "chain", 1, HOPS)
     d = d[d["design"].isin([name, F.REFERENCE]) & (d["train_len"].fillna(0) <= 0)] if "train_len" in d.columns else d.iloc[0:0]
     return ", ".join(sorted({f"{r.design} d={int(r.width)} seed {int(r.seed)}" for r in d.itertuples()}))
 
