@@ -21,6 +21,7 @@ EXPERIMENTS = {
     "position_probe": "attnbench.experiments.needle_4m",  # the needle flow on small models (conf/exp/position_probe.yaml)
     "multihop": "attnbench.experiments.multihop",
     "capacity": "attnbench.experiments.capacity",
+    "scale": "attnbench.experiments.scale",
     "kernels_cpu": "attnbench.experiments.kernels_cpu",
     "kernels_gpu": "attnbench.experiments.kernels_gpu",
     "kv_memory": "attnbench.experiments.kv_memory",
@@ -34,7 +35,9 @@ TRAINER = "attnbench.experiments.train"  # the runner that trains one model (tra
 # Experiments that read and write $ATTNBENCH_CACHE (checkpoints, task samples), by their runner
 # module: the CLI checks that the cache directory is writable before they start.
 CACHE_USERS = tuple(
-    name for name, module in EXPERIMENTS.items() if module.rsplit(".", 1)[1] in ("train", "needle_4m", "multihop", "capacity", "serving")
+    name
+    for name, module in EXPERIMENTS.items()
+    if module.rsplit(".", 1)[1] in ("train", "needle_4m", "multihop", "capacity", "serving", "scale")
 )
 
 # Experiments whose measurements mean something only on CUDA (conf/exp/train_gpu.yaml sets

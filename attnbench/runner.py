@@ -13,6 +13,7 @@ from omegaconf import DictConfig, OmegaConf
 from rich.console import Console
 
 from .config import execution_free, selected_designs
+from .config.schema import hashed_sections
 from .results import Recorder, stable_hash
 
 # Keys that say where, how loudly or how a run happens, not what it computes.
@@ -27,7 +28,7 @@ def config_dict(cfg: DictConfig) -> dict:
 
 
 def config_hash(cfg: DictConfig) -> str:
-    d = {k: v for k, v in config_dict(cfg).items() if k not in NOT_IN_HASH}
+    d = {k: v for k, v in hashed_sections(config_dict(cfg)).items() if k not in NOT_IN_HASH}
     d["train"] = execution_free(d["train"])  # a run resumes on any number of processes
     return stable_hash(d)
 

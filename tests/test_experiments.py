@@ -96,6 +96,24 @@ TINY: dict[str, list[str]] = {
     ],
     # two designs (softmax and one lightning state size), a few steps, two pair counts (2 and 5) of 4 probes each
     "capacity": ["exp.designs=[softmax,lightning_h2]", *TINY_MODEL, "model.n_layers=2", *TINY_TRAIN, "eval.train_len_samples=4"],
+    # one design, one width (the base), one seed, a needle stage and a chain stage (tests/test_scale.py has the full check)
+    "scale": [
+        "exp.designs=[softmax]",
+        *TINY_MODEL,
+        "model.n_layers=2",
+        *TINY_TRAIN,
+        "train.stages=[{n_keys: 8, n_values: 8, n_filler: 8, n_pairs: 2, context_len: 12, n_queries: 2},"
+        " {n_keys: 8, n_values: 8, n_filler: 8, n_pairs: 2, context_len: 12, n_queries: 2, hops: 2}]",
+        "scale.widths=[32]",
+        "scale.seeds=[0]",
+        "scale.needle_probes=2",
+        "scale.multikey_haystacks=1",
+        "scale.chain_haystacks=1",
+        "scale.factors=[1]",
+        "eval.depths=[0.5]",
+        "eval.hops=[1]",
+        "eval.chains=1",
+    ],
     "crossover": [
         "exp.designs=[softmax,lightning]",
         "bench.prefill_lens=[256]",
@@ -166,4 +184,5 @@ def test_experiment_runs_end_to_end(exp, tmp_path, monkeypatch):
         "multihop",
         "capacity",
         "serving",
+        "scale",
     )

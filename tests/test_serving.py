@@ -277,7 +277,7 @@ def test_serving_experiment_records_every_part_and_c7_reads_them(tmp_path, monke
     table = serving_table(df)
     assert table is not None and len(table.rows) == 3  # softmax end, lightning_hybrid chunk and end
     # the frontier figure: one point per design and format stored at the end, the step through the undominated ones
-    from attnbench.report.figures import serving_frontier
+    from attnbench.report.figures_serving import serving_frontier
 
     fig = serving_frontier(df)
     (ax,) = [a for a in fig.axes if a.get_xlabel()]

@@ -289,6 +289,31 @@ class BenchConfig:
 
 
 @dataclass
+class ScaleConfig:
+    """exp=scale: the width ladder (attnbench/experiments/scale.py).
+
+    Each width's backbone follows one rule from ``model`` (the base, conf/model/tiny.yaml):
+    conf/model/w*.yaml write it out. Every width's token budgets are the base width's times
+    the reference design's active parameters at that width over those at the base, so the
+    tokens per active parameter are the same at every width and the base width keeps its
+    budgets (and finds the models trained under them)."""
+
+    widths: List[int] = field(default_factory=lambda: [32, 64, 128])  # model.d_model of each rung
+    seeds: List[int] = field(default_factory=lambda: [0, 1])
+    reference: str = "softmax"  # the design whose active parameters size a rung's token budget
+    needle_token_budget: int = 40_000_000  # the needle curriculum's budget at the base width (needle_4m's: train.token_budget's default)
+    needle_probes: int = 100  # single-needle contexts a length, one needle each
+    multikey_haystacks: int = 20  # multi-key haystacks a length (eval.depths needles each)
+    chain_haystacks: int = 34  # chain haystacks a hop count (eval.chains chains each)
+    factors: List[int] = field(default_factory=lambda: [1, 4, 16])  # needle lengths, in multiples of the training length
+
+
+# Root sections added after run hashes were first recorded: left out of a run's config hash
+# while at their default, so the runs of every other experiment keep their hashes.
+ROOT_ADDED_AT_DEFAULT = {"scale": ScaleConfig}
+
+
+@dataclass
 class RootConfig:
     exp: ExpConfig = field(default_factory=ExpConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
@@ -299,6 +324,7 @@ class RootConfig:
     train: TrainConfig = field(default_factory=TrainConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
     kernels: KernelsConfig = field(default_factory=KernelsConfig)
+    scale: ScaleConfig = field(default_factory=ScaleConfig)
     design: Optional[str] = None  # run only this design of the experiment (sweeps: design=a,b)
     seed: int = 0
     device: Device = Device.auto  # auto | cpu | cuda
@@ -312,6 +338,18 @@ class RootConfig:
 
 def register() -> None:
     ConfigStore.instance().store(name="attnbench_schema", node=RootConfig)
+
+
+def hashed_sections(cfg: dict) -> dict:
+    """A root config (as a dict) without the sections of ROOT_ADDED_AT_DEFAULT while they are at
+    their default: what a run's config hash sees (runner.config_hash)."""
+    from omegaconf import OmegaConf
+
+    out = dict(cfg)
+    for key, schema in ROOT_ADDED_AT_DEFAULT.items():
+        if key in out and out[key] == OmegaConf.to_container(OmegaConf.structured(schema), enum_to_str=True):
+            del out[key]
+    return out
 
 
 def execution_free(train: dict) -> dict:
@@ -439,6 +477,15 @@ RANGES: dict[str, dict[str, Range]] = {
         "memory_fraction": Range(0, 1, lo_open=True),
     },
     "ExpConfig": {"batch": COUNT, "seq_len": SIZE, "prefill_chunk": SIZE},
+    "ScaleConfig": {
+        "widths": SIZE,
+        "seeds": Range(0, MAX_SEED),
+        "needle_token_budget": COUNT,
+        "needle_probes": COUNT,
+        "multikey_haystacks": COUNT,
+        "chain_haystacks": COUNT,
+        "factors": COUNT,
+    },
     "WandbConfig": {"timeout_s": POS},
     "ReportConfig": {"pdf_timeout_s": POS},
     "KernelShapes": {

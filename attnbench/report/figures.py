@@ -22,7 +22,7 @@ from matplotlib.ticker import FuncFormatter, LogLocator
 
 from .data import LEN_1M, NOT_MEASURED, designs, fmt_bytes, fmt_len, is_preset, metric, pooled, varying
 from .figures_quality import draw_levels, learned_of  # importing it registers the accuracy figures first (report order)
-from .figures_serving import serving_frontier as serving_frontier  # registers the serving figure (report order)
+from . import figures_scale, figures_serving  # noqa: F401  registering the ladder's and serving figures (report order)
 
 # FIGURES, STYLE and render are re-exported: the report builds from figures.FIGURES, every figure registered
 from .style import FIGURES as FIGURES

@@ -248,8 +248,9 @@ def niah_vs_length(df: pd.DataFrame) -> Figure | None:
         return None
     d = mark_partial(d.assign(task=d["task"].fillna("")), haystack_counts(df))
     tasks = sorted(d["task"].unique())
-    fig, axes = facet_grid(len(tasks), max_cols=2, height=3.6)
     names = designs(df)  # colours fixed across the whole report
+    # the legend below grows a row for every three designs: the axes keep the larger part
+    fig, axes = facet_grid(len(tasks), max_cols=2, height=3.6 + 0.3 * max(0, len(designs(d)) - 6) / 3)
     statuses: set[str] = set()
     for ax, task in zip(axes, tasks):
         t = d[d["task"] == task]

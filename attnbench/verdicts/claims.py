@@ -29,6 +29,7 @@ from typing import Callable
 import pandas as pd
 
 from .claims_cost import judge_c4, judge_c5a, judge_c5b  # the cost claims (and C5's lookup half)
+from .claims_scale import SCALE_RULE, with_scale  # C3 at scale (exp=scale): a sub-verdict of its own
 from .claims_serving import judge_c7  # serving readiness (exp=serving)
 from .records import LEN_1M, LEN_4M, NOT_MEASURED, fmt_bytes, fmt_len, is_preset, metric, pooled
 from .quality import ACC_METRICS, FINAL, LEARNED_LOWER_BOUND, Acc, experiment_task, haystack_acc, learned, pooled_acc
@@ -571,8 +572,8 @@ CLAIMS = [
         "stage (fewer: inconclusive, it was not given that budget). Else, at the longest length where both ran k hops "
         "and softmax's lower bound is >= {min_ref}, with >= {min_probes} probes a cell: the design's upper bound below "
         "softmax's lower bound: supported (partly if swa_hybrid ran and is not below); a deficit of {gap} excluded: not "
-        "supported; else inconclusive. " + HAYSTACK_RULE + "Floors: simple policies run on the generator, each listed.",
-        judge_c3,
+        "supported; else inconclusive. " + HAYSTACK_RULE + "Floors: simple policies run on the generator, each listed." + SCALE_RULE,
+        with_scale(judge_c3, HYBRIDS),
         seeded=True,
     ),
     Claim(
