@@ -490,7 +490,10 @@ def judge_c6(df: pd.DataFrame, t: dict, train=None) -> Verdict:
         v.verdict = NOT_SUPPORTED
     elif "holds" in vals and vals & {"falls", "never learned"} and INCONCLUSIVE not in vals:
         v.verdict = PARTLY
-        v.evidence.append("partly: the smaller states fall, a larger one keeps up within the pairs tested")
+        kept = ", ".join(n for n, r in results.items() if r == "holds")
+        v.evidence.append(
+            f"partly: {kept} keeps up within the pairs tested where softmax holds; the other state sizes fall or never learned"
+        )
     else:
         v.verdict = INCONCLUSIVE
     return v
