@@ -268,6 +268,7 @@ WHERE = {
     "KernelsConfig": "kernels.",
     "HardwareConfig": "hardware.",
     "BenchConfig": "bench.",
+    "ScaleConfig": "scale.",
 }
 
 
