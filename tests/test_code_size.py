@@ -24,7 +24,7 @@ KNOWN = {  # path or path:function -> lines at most
     "attnbench/report/readme_tables_costs.py": 522,  # 517 before the spec-per-design merge
     "attnbench/report/tables.py": 527,  # 520 before decision_table was split into three
     "attnbench/results.py": 579,
-    "attnbench/verdicts/claims.py": 734,  # moved from report/ (716 there); C6's per-state judgement now its own function
+    "attnbench/verdicts/claims.py": 732,  # moved from report/ (716 there); C6's per-state judgement now its own function
     "attnbench/verdicts/quality.py": 485,  # moved from report/ (484 there)
 }
 

@@ -405,10 +405,7 @@ def _c6_state(df: pd.DataFrame, d: pd.DataFrame, name: str, label: str, state: f
         v.evidence.append(f"{label}: {rule_text}: not compared")
     elif got.flag is False and status in CUT_SHORT:
         result = INCONCLUSIVE
-        v.evidence.append(
-            f"{label}: did not learn the task, but its training was stopped by the wall clock (status {status}) before "
-            f"the rule's patience ran out: not evidence either way"
-        )
+        v.evidence.append(f"{label}: did not learn, but the wall clock stopped its training (status {status}): no evidence")
     elif got.flag is False:
         result = "never learned"
         v.evidence.append(
@@ -491,9 +488,7 @@ def judge_c6(df: pd.DataFrame, t: dict, train=None) -> Verdict:
     elif "holds" in vals and vals & {"falls", "never learned"} and INCONCLUSIVE not in vals:
         v.verdict = PARTLY
         kept = ", ".join(n for n, r in results.items() if r == "holds")
-        v.evidence.append(
-            f"partly: {kept} keeps up within the pairs tested where softmax holds; the other state sizes fall or never learned"
-        )
+        v.evidence.append(f"partly: {kept} keeps up where softmax holds; the other state sizes fall or never learned")
     else:
         v.verdict = INCONCLUSIVE
     return v
