@@ -4,7 +4,7 @@ Every part that needs to know which letters exist or what a letter means reads t
 config validation (attnbench.config), the backbone (attnbench.model.backbone), the kernel
 backend switch (kernels/backend.py), the cost model and workloads (attnbench.bench), the
 presets, the smoke experiment and the report. Adding a design is one entry here, one layer
-module, and a conf/attention/<name>.yaml (README "Add a design").
+module, a spec in attnbench/specs/ and a conf/attention/<name>.yaml (docs/adding-a-design.md).
 
 This module imports nothing from attnbench (layers are named by import path and loaded on
 demand), so kernels/ can read it without importing the model.
