@@ -314,8 +314,8 @@ def multihop(df: pd.DataFrame) -> Figure | None:
     "exp=capacity (after Zoology's MQAR sweeps): each model at its training length, one query a context, "
     "seeds pooled, bands the 95% Wilson interval. Left: against the number of key-value pairs in the context. "
     "Right: the lightning models against pairs per float of one layer's state (heads x head dim squared), where "
-    "a fixed state must start to lose pairs; softmax keeps every token and has no such axis. Grey: the task's "
-    "chance level (dotted) and values-in-context floor (dashed). A thin dotted line is a model that did not learn "
+    "a fixed state must start to lose pairs; softmax keeps every token and has no such axis. Grey (left): the "
+    "task's chance level (dotted) and values-in-context floor (dashed). A thin dotted line is a model that did not learn "
     "the task at its training length: shown, not a capacity curve.",
 )
 def capacity(df: pd.DataFrame) -> Figure | None:
@@ -329,7 +329,8 @@ def capacity(df: pd.DataFrame) -> Figure | None:
     for ax, (part, x, label) in zip(
         axes, ((d, "n_pairs", "key-value pairs in the context"), (stated, "pairs_per_state", "pairs per state float (one lightning layer)"))
     ):
-        draw_levels(ax, part, x, legend=x == "n_pairs")
+        if x == "n_pairs":  # the levels follow pairs; per state float they would mix the state sizes' steps
+            draw_levels(ax, part, x, legend=True)
         for name in designs(part):
             statuses |= _plot_acc(ax, part[part["design"] == name], x, name, names)
         ax.set_xscale("log", base=2)
