@@ -89,14 +89,17 @@ def stop_reason(st: TrainState, tc, elapsed: float, budget: float) -> str | None
 
 
 def command_line(cfg, design_name: str) -> str:
-    """The command that reproduces this training: the run's own overrides when Hydra ran it."""
+    """The command that reproduces this training: the run's own experiment and overrides when
+    Hydra ran it (an experiment may build the training's config itself: exp=scale's widths and
+    budgets, exp=capacity's designs), with this design and seed."""
     try:
         from hydra.core.hydra_config import HydraConfig
 
-        overrides = [o for o in HydraConfig.get().overrides.task if not o.startswith(("design=", "+exp="))]
+        overrides = [o for o in HydraConfig.get().overrides.task if not o.startswith(("design=", "+exp=", "seed="))]
     except ValueError:  # not inside a Hydra run (tests, library use)
         overrides = []
-    return " ".join(["python -m attnbench +exp=train", f"design={design_name}", f"seed={cfg.seed}", *overrides])
+    exp = cfg.get("exp", {}).get("name") or "train"
+    return " ".join([f"python -m attnbench +exp={exp}", f"design={design_name}", f"seed={cfg.seed}", *overrides])
 
 
 def training_record(

@@ -21,7 +21,6 @@ KNOWN = {  # path or path:function -> lines at most
     "attnbench/experiments/kernels_cpu.py:timings": 88,
     "attnbench/report/figures.py": 468,
     "attnbench/report/figures_quality.py:niah_heatmap": 93,
-    "attnbench/report/readme_tables_costs.py": 522,  # 517 before the spec-per-design merge
     "attnbench/report/tables.py": 527,  # 520 before decision_table was split into three
     "attnbench/results.py": 579,
     "attnbench/verdicts/claims.py": 732,  # moved from report/ (716 there); C6's per-state judgement now its own function

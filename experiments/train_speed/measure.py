@@ -81,7 +81,7 @@ class Stepper:
         extra = {"foreach": True} if fast else {}
         self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-4, betas=(0.9, tc.beta2), weight_decay=tc.weight_decay, **extra)
         if fast:
-            from attnbench.distributed import Local
+            from attnbench.train_parallel import Local
 
             self.loss = mod.loss_for(cfg, self.model, self.design, Local(torch.device("cpu")), torch.device("cpu"))
         else:
