@@ -117,6 +117,25 @@ def test_lightning_chunking_and_segments_agree_with_recurrence(monkeypatch):
         assert_close(s, want_s, what=f"state chunk={chunk} segment={segment} group={group}")
 
 
+def test_lightning_one_fresh_chunk_skips_the_scan_bit_for_bit():
+    """A row no longer than a chunk with no initial state (the first curriculum stage) skips the
+    state scan: its output, final state and gradients equal the scan path's (an explicit zero
+    state) exactly, not only within tolerance."""
+    B, H, T, D = 3, 4, 24, 8  # T <= chunk_for(8) = 32: one chunk
+    q, k, v = (rand(B, H, T, D, seed=i) * 0.5 for i in range(3))
+    decay = decay_rates(H, 1, 8)
+    zero = torch.zeros(B, H, D, D)
+    o, s = lightning_ref.lightning_attn(q, k, v, decay)
+    o_scan, s_scan = lightning_ref.lightning_attn(q, k, v, decay, initial_state=zero)
+    assert torch.equal(o, o_scan) and torch.equal(s, s_scan)
+    g_fresh = torch.autograd.grad(o.square().sum(), (q, k, v))
+    g_scan = torch.autograd.grad(o_scan.square().sum(), (q, k, v))
+    assert all(torch.equal(a, b) for a, b in zip(g_fresh, g_scan))
+    o_want, s_want = lightning_naive.lightning_attn(*(x.double() for x in (q, k, v)), decay.double())
+    assert_close(o, o_want, what="o")
+    assert_close(s, s_want, what="state")
+
+
 def test_lightning_split_sequence_equals_whole():
     """Running two halves with the state carried equals one pass (the prefill contract)."""
     q, k, v = (rand(2, 2, 90, 16, requires_grad=False, seed=i) * 0.5 for i in range(3))
