@@ -310,6 +310,36 @@ def test_c3_verdicts(tmp_path, case, expect):
         assert set(v.parts) == {"lightning_hybrid, 2 hops", "swa_hybrid, 2 hops"}
 
 
+def test_c3_a_needle_prefix_that_did_not_pass_is_a_finding_not_inconclusive(tmp_path):
+    """swa_hybrid (shipped): its needle model ran out of the needle budget on the last needle stage
+    (trained to 128) where softmax passed the needle curriculum under the same needle rule, so its
+    chain model stopped with it, under the chain rule's larger budgets (not softmax's chain rule):
+    "did not learn within the shared budget", not "inconclusive"."""
+
+    def needle(design, train_len, status):
+        out = trained(design, train_len=train_len, status=status)
+        for r in out:
+            r["exp"] = "needle_4m"
+        return out
+
+    chain_rule = {"token_budget": 200_000_000, "chain_token_budget": 30_000_000}
+    swa_chain = mh_trained("swa_hybrid", train_len=128, k=17, rule=chain_rule)
+    swa_chain[0]["train_status"] = "tokens"
+    chains = mh_trained("softmax") + mh_trained("lightning_hybrid") + swa_chain
+    chains += [mh("softmax", 190, 200), mh("lightning_hybrid", 20, 200), mh("swa_hybrid", 10, 200)]
+    prefixes = needle("softmax", 1024, "done") + needle("swa_hybrid", 128, "tokens")
+    part = "swa_hybrid, 2 hops"
+
+    data = frame(tmp_path, prefixes + chains, head=chain_header())
+    v = C.CLAIMS[2](data.records, data.train)
+    assert v.parts[part] == C.DID_NOT_LEARN, v.evidence
+    assert any("swa_hybrid did not learn within the shared budget: its needle model stopped (tokens)" in e for e in v.evidence)
+    # a needle model that passed (or one the wall clock stopped) is no such finding
+    for other in (needle("swa_hybrid", 1024, "done"), needle("swa_hybrid", 128, "budget")):
+        data = frame(tmp_path, needle("softmax", 1024, "done") + other + chains, head=chain_header())
+        assert C.CLAIMS[2](data.records, data.train).parts[part] == C.INCONCLUSIVE
+
+
 # ---------------------------------------------------------------- C4
 
 

@@ -23,7 +23,7 @@ KNOWN = {  # path or path:function -> lines at most
     "attnbench/report/figures_quality.py:niah_heatmap": 93,
     "attnbench/report/tables.py": 527,  # 520 before decision_table was split into three
     "attnbench/results.py": 579,
-    "attnbench/verdicts/claims.py": 732,  # moved from report/ (716 there); C6's per-state judgement now its own function
+    "attnbench/verdicts/claims.py": 651,  # moved from report/ (716 there); C6 moved to verdicts/claims_capacity.py
     "attnbench/verdicts/quality.py": 485,  # moved from report/ (484 there)
 }
 

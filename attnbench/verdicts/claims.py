@@ -28,11 +28,12 @@ from typing import Callable
 
 import pandas as pd
 
+from .claims_capacity import judge_c6  # MQAR capacity against lightning state sizes (exp=capacity)
 from .claims_cost import judge_c4, judge_c5a, judge_c5b  # the cost claims (and C5's lookup half)
 from .claims_scale import SCALE_RULE, with_scale  # C3 at scale (exp=scale): a sub-verdict of its own
 from .claims_serving import judge_c7  # serving readiness (exp=serving)
 from .records import LEN_1M, LEN_4M, NOT_MEASURED, fmt_bytes, fmt_len, is_preset, metric, pooled
-from .quality import ACC_METRICS, FINAL, LEARNED_LOWER_BOUND, Acc, experiment_task, haystack_acc, learned, pooled_acc
+from .quality import ACC_METRICS, FINAL, LEARNED_LOWER_BOUND, Acc, experiment_task, haystack_acc, learned
 from .rules import (
     DID_NOT_LEARN,
     INCONCLUSIVE,
@@ -263,6 +264,10 @@ def _c3_half(df: pd.DataFrame, d: pd.DataFrame, name: str, k: float, t: dict, tr
     exp = d[d["design"] == name]["exp"].iloc[-1]
     ok, rule_text = same_rule(train, ["softmax", name], exp)
     v.evidence.append(f"{name} ({'the sliding-window hybrid' if name == 'swa_hybrid' else _why(name)}): {rule_text}")
+    prefix = _needle_prefix_failed(train, name, exp)
+    if prefix:
+        v.evidence.append(f"finding: {name} did not learn within the shared budget: {prefix}")
+        return DID_NOT_LEARN
     if not ok:
         return INCONCLUSIVE
     got = learned(df, name, "multihop", hops=k, train=train, threshold=t["learned_lb"])
@@ -318,6 +323,29 @@ def _c3_half(df: pd.DataFrame, d: pd.DataFrame, name: str, k: float, t: dict, tr
         return NOT_SUPPORTED
     v.evidence.append(f"inconclusive: the intervals neither show a deficit nor exclude one of {t['gap']}")
     return INCONCLUSIVE
+
+
+def _needle_prefix_failed(train, name: str, exp) -> str | None:
+    """Why ``name`` never reached a chain stage, where that is a finding: its needle model (the
+    prefix its chain model continues) ran out of the needle rule's budget (or patience) without
+    passing the needle curriculum that softmax passed under the same needle rule, and its chain
+    model stopped where the prefix stopped (no chain-stage tokens). None otherwise."""
+    if train is None or train.empty:
+        return None
+    needle = train[(train["exp"] == "needle_4m") & train["design"].isin([name, "softmax"])]
+    mine, soft = needle[needle["design"] == name], needle[needle["design"] == "softmax"]
+    chain = train[(train["exp"] == exp) & (train["design"] == name)]["chain_tokens"]
+    if mine.empty or soft.empty or (len(chain) and pd.notna(chain.iloc[-1]) and chain.iloc[-1] > 0):
+        return None
+    m, sm = mine.iloc[-1], soft.iloc[-1]
+    ok, _ = same_rule(needle, ["softmax", name], "needle_4m")
+    if not ok or str(m["status"]) not in ("tokens", "stalled") or str(sm["status"]) != "done" or not m["train_len"] < sm["train_len"]:
+        return None
+    return (
+        f"its needle model stopped ({m['status']}) on stage {m['stage']} after {m['tokens'] / 1e6:.1f}M tokens, trained to "
+        f"{fmt_len(m['train_len'])}, where softmax passed the needle curriculum (to {fmt_len(sm['train_len'])}) under the "
+        f"same needle rule; so its chain model has no chain step (a prefix that did not pass stops the curriculum)"
+    )
 
 
 def judge_c3(df: pd.DataFrame, t: dict, train=None) -> Verdict:
@@ -382,117 +410,6 @@ def judge_c3(df: pd.DataFrame, t: dict, train=None) -> Verdict:
 
 
 # ---------------------------------------------------------------- C6
-
-CAPACITY = "capacity/acc"  # accuracy at the training length by key-value pairs (experiments/capacity.py)
-CUT_SHORT = ("budget", "partial")  # training statuses that end outside the rule (the wall clock), not by it
-
-
-def _capacity_acc(df: pd.DataFrame, name: str, pairs: float) -> Acc | None:
-    d = metric(df, CAPACITY)
-    return pooled_acc(d[(d["design"] == name) & (d["n_pairs"] == pairs)])
-
-
-def _c6_state(df: pd.DataFrame, d: pd.DataFrame, name: str, label: str, state: float, holds, pairs, t: dict, train, v: Verdict) -> str:
-    """One lightning state size against softmax at the most pairs softmax holds: falls | holds |
-    never learned | inconclusive, with its evidence appended to ``v``."""
-    ok, rule_text = same_rule(train, ["softmax", name], d[d["design"] == name]["exp"].iloc[-1])
-    got = learned(df, name, "mqar", train=train, threshold=t["learned_lb"])
-    v.evidence.append(("learned: " if got.flag else "did not learn: " if got.flag is False else "no check: ") + got.why)
-    mine = train[(train["design"] == name) & (train["exp"] == d[d["design"] == name]["exp"].iloc[-1])] if train is not None else None
-    status = str(mine["status"].iloc[-1]) if mine is not None and not mine.empty else ""
-    if not ok:
-        result = INCONCLUSIVE
-        v.evidence.append(f"{label}: {rule_text}: not compared")
-    elif got.flag is False and status in CUT_SHORT:
-        result = INCONCLUSIVE
-        v.evidence.append(f"{label}: did not learn, but the wall clock stopped its training (status {status}): no evidence")
-    elif got.flag is False:
-        result = "never learned"
-        v.evidence.append(
-            f"{label}: never learned the task under the rule that softmax learned it ({rule_text}): counted as evidence "
-            f"for the claim, though it is not a capacity curve"
-        )
-    elif not holds or got.flag is None:
-        result = INCONCLUSIVE
-        v.evidence.append(f"{label}: no pair count where softmax holds" if not holds else f"{label}: no learned check")
-    else:
-        P, small = max(holds), min(pairs)
-        a, s, a0 = _capacity_acc(df, name, P), _capacity_acc(df, "softmax", P), _capacity_acc(df, name, small)
-        assert a is not None and s is not None and a0 is not None
-        res = compare(a, s, t["gap"])
-        falls = res == "below" and a.hi < a0.lo
-        result = "falls" if falls else "holds" if res == "not below" else INCONCLUSIVE
-        floor = metric(df, CAPACITY)
-        floor = floor[(floor["design"] == name) & (floor["n_pairs"] == P)]["floor"].mean()
-        v.evidence.append(
-            f"{label} at {P:g} pairs ({P / state:.3g} pairs per state float): {a.text()} vs softmax {s.text()}; at "
-            f"{small:g} pairs {a0.text()}; values-in-context floor {floor:.3g} -> "
-            + {
-                "falls": f"falls toward the floor as pairs grow (below softmax by >= {t['gap']})",
-                "holds": f"keeps up (a deficit of {t['gap']} excluded)",
-            }.get(result, "undecided")
-        )
-    return result
-
-
-def judge_c6(df: pd.DataFrame, t: dict, train=None) -> Verdict:
-    v = Verdict()
-    d = metric(df, CAPACITY)
-    d = d[d["status"] == "measured"] if "n_pairs" in d.columns else d.iloc[0:0]
-    lightning = sorted(
-        {str(n) for n, lo in zip(d["design"], d["layout"]) if isinstance(lo, str) and lo and set(lo) == {"L"}},
-        key=lambda n: float(d[d["design"] == n]["state_size"].max()),
-    )
-    if d[d["design"] == "softmax"].empty or not lightning:
-        needles = not metric(df, "niah/acc")[metric(df, "niah/acc")["design"] == "lightning"].empty
-        v.evidence.append(
-            "C6 rests on exp=capacity (pure lightning and softmax against key-value pairs), which has no records here"
-            + (": the needle records of pure lightning measure length extrapolation, not state capacity" if needles else "")
-            + " (experiments/capacity/README.md: how to run it)"
-        )
-        return v
-    soft = learned(df, "softmax", "mqar", train=train, threshold=t["learned_lb"])
-    v.evidence.append(("learned: " if soft.flag else "did not learn: " if soft.flag is False else "no check: ") + soft.why)
-    if not soft.flag:
-        v.verdict = INCONCLUSIVE
-        v.evidence.append("inconclusive: softmax did not learn the task: the experiment separates nothing")
-        return v
-    pairs = sorted(d["n_pairs"].dropna().unique())
-    holds = [p for p in pairs if (s := _capacity_acc(df, "softmax", p)) is not None and s.lo >= t["softmax_holds"]]
-    v.evidence.append(
-        f"softmax holds (95% lower bound >= {t['softmax_holds']}) at {', '.join(f'{p:g}' for p in holds) or 'no'} pairs "
-        f"of {', '.join(f'{p:g}' for p in pairs)}"
-    )
-    results = {}
-    for name in lightning:
-        state = float(d[d["design"] == name]["state_size"].max())
-        label = f"{name} (state {state:,.0f} per layer)"
-        results[name] = v.parts[label] = _c6_state(df, d, name, label, state, holds, pairs, t, train, v)
-    v.models = ["softmax", *lightning]
-    v.headline = "; ".join(f"{k}: {x}" for k, x in v.parts.items())
-    v.change = (
-        "a lightning state size that learns the task and keeps up with softmax past its state"
-        if set(results.values()) <= {"falls", "never learned"}
-        else "a lightning state size that falls toward the floor as pairs grow, where softmax holds"
-    )
-    vals = set(results.values())
-    if len(lightning) < t["min_states"]:  # a trend over state sizes needs several of them
-        v.verdict = INCONCLUSIVE
-        v.evidence.append(f"inconclusive: only {len(lightning)} lightning state sizes (the rule asks for >= {t['min_states']})")
-    elif vals <= {"falls", "never learned"}:
-        v.verdict = SUPPORTED
-        if vals == {"never learned"}:
-            v.evidence.append("supported only because no lightning model learned the task where softmax did: no capacity curve")
-    elif vals == {"holds"}:
-        v.verdict = NOT_SUPPORTED
-    elif "holds" in vals and vals & {"falls", "never learned"} and INCONCLUSIVE not in vals:
-        v.verdict = PARTLY
-        kept = ", ".join(n for n, r in results.items() if r == "holds")
-        v.evidence.append(f"partly: {kept} keeps up where softmax holds; the other state sizes fall or never learned")
-    else:
-        v.verdict = INCONCLUSIVE
-    return v
-
 
 LEARNED_RULE = "Needs {models} to have learned the task (95% lower bound >= {learned_lb} at the training length), else inconclusive. "
 HAYSTACK_RULE = (
@@ -567,7 +484,9 @@ CLAIMS = [
         "first in order of closeness to Text-01, and swa_hybrid for the second half) must have been trained under "
         "softmax's rule (else inconclusive). One that did not learn the k-hop chain is its own finding, \u201cdid not "
         "learn within the shared budget\u201d, when it spent at least the tokens softmax needed from the first chain "
-        "stage (fewer: inconclusive, it was not given that budget). Else, at the longest length where both ran k hops "
+        "stage (fewer: inconclusive, it was not given that budget), and when its needle model ran out of the needle rule's "
+        "budget without passing the needle curriculum softmax passed under it (its chain model then has no chain step). "
+        "Else, at the longest length where both ran k hops "
         "and softmax's lower bound is >= {min_ref}, with >= {min_probes} probes a cell: the design's upper bound below "
         "softmax's lower bound: supported (partly if swa_hybrid ran and is not below); a deficit of {gap} excluded: not "
         "supported; else inconclusive. " + HAYSTACK_RULE + "Floors: simple policies run on the generator, each listed." + SCALE_RULE,
