@@ -90,6 +90,9 @@ def standalone_seconds(name: str, shapes: list, reps: int = 20) -> float | None:
         return None
 
 
+OUT = [""]  # the results file main() writes (its footer is appended when the script ends)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--designs", nargs="+", default=["softmax", "lightning_hybrid_h8"])
@@ -98,6 +101,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--out", default=str(HERE / "ceiling" / "results.jsonl"))
     args = ap.parse_args()
+    OUT[0] = args.out
     torch.set_num_threads(args.threads)
 
     from torch.profiler import ProfilerActivity, profile
@@ -225,4 +229,16 @@ def _parents(ev):
 
 
 if __name__ == "__main__":
-    main()
+    from attnbench.scripts import script_footer
+
+    _t0, _status, _error = time.perf_counter(), "completed", None
+    try:
+        main()
+    except KeyboardInterrupt:
+        _status = "interrupted"
+        raise
+    except Exception as e:
+        _status, _error = "failed", f"{type(e).__name__}: {e}"[:300]
+        raise
+    finally:
+        script_footer(OUT[0], "train_speed_ceiling", _status, time.perf_counter() - _t0, _error)

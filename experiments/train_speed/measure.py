@@ -117,6 +117,9 @@ class Stepper:
         return self.mod.rows_of(self.cfg.train, s.seq_len) * s.seq_len
 
 
+OUT = [""]  # the results file main() writes (its footer is appended when the script ends)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--designs", nargs="+", default=["softmax", "lightning_hybrid_h8"])
@@ -126,6 +129,7 @@ def main() -> None:
     ap.add_argument("--base", default=BASE)
     ap.add_argument("--out", default=str(Path(__file__).with_name("measure") / "results.jsonl"))
     args = ap.parse_args()
+    OUT[0] = args.out
     torch.set_num_threads(args.threads)
 
     from attnbench import heap, train_rate
@@ -224,4 +228,16 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from attnbench.scripts import script_footer
+
+    _t0, _status, _error = time.perf_counter(), "completed", None
+    try:
+        main()
+    except KeyboardInterrupt:
+        _status = "interrupted"
+        raise
+    except Exception as e:
+        _status, _error = "failed", f"{type(e).__name__}: {e}"[:300]
+        raise
+    finally:
+        script_footer(OUT[0], "train_speed", _status, time.perf_counter() - _t0, _error)

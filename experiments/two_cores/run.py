@@ -72,13 +72,23 @@ def run_way(way: str, design: str, stage: dict, budget: int, work: Path) -> dict
         procs = [subprocess.Popen([sys.executable, *train_cmd(design, stage, 2, 0, budget, work / way)], env=env)]
     elif way == "two_1t":
         procs = [
-            subprocess.Popen(["taskset", "-c", str(core), sys.executable, *train_cmd(design, stage, 1, core, budget, work / f"{way}_{core}")], env=env)
+            subprocess.Popen(
+                ["taskset", "-c", str(core), sys.executable, *train_cmd(design, stage, 1, core, budget, work / f"{way}_{core}")], env=env
+            )
             for core in (0, 1)
         ]
     else:
         procs = [
             subprocess.Popen(
-                [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", *train_cmd(design, stage, 1, 0, budget, work / way)[1:], "train.parallel=ddp"],
+                [
+                    sys.executable,
+                    "-m",
+                    "torch.distributed.run",
+                    "--standalone",
+                    "--nproc_per_node=2",
+                    *train_cmd(design, stage, 1, 0, budget, work / way)[1:],
+                    "train.parallel=ddp",
+                ],
                 env=env,
             )
         ]
@@ -110,6 +120,9 @@ def run_way(way: str, design: str, stage: dict, budget: int, work: Path) -> dict
     }
 
 
+OUT = [""]  # the results file main() writes (its footer is appended when the script ends)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--designs", nargs="+", default=["lightning_hybrid_h8", "softmax"])
@@ -118,6 +131,7 @@ def main() -> None:
     ap.add_argument("--ways", nargs="+", default=list(WAYS), choices=WAYS)
     ap.add_argument("--out", default=str(Path(__file__).with_name("run") / "results.jsonl"))
     args = ap.parse_args()
+    OUT[0] = args.out
 
     import torch
     from omegaconf import OmegaConf
@@ -186,4 +200,16 @@ def stages_of(cfg):
 
 
 if __name__ == "__main__":
-    main()
+    from attnbench.scripts import script_footer
+
+    _t0, _status, _error = time.perf_counter(), "completed", None
+    try:
+        main()
+    except KeyboardInterrupt:
+        _status = "interrupted"
+        raise
+    except Exception as e:
+        _status, _error = "failed", f"{type(e).__name__}: {e}"[:300]
+        raise
+    finally:
+        script_footer(OUT[0], "two_cores", _status, time.perf_counter() - _t0, _error)
