@@ -407,3 +407,13 @@ def test_decision_table_training_cells_come_from_the_main_job_and_name_each_seed
     assert cells == ["1,024", "s0 100 / 1.0M; s1 200 / 2.0M", "done"]
     alone = pd.DataFrame([row("plateau_probe", 0, 50, "stalled", 0.0)[0] | row("plateau_probe", 0, 50, "stalled", 0.0)[1]])
     assert [c[0] for c in training_cells(primary_training(alone))][0] == "0 (no stage passed)"
+
+
+def test_the_summary_names_the_model_size_range(tmp_path):
+    """A verdict holds only at the sizes the models had: the facts line gives the range of the
+    trained models' active parameters (presets left out) and their widths."""
+    from attnbench.report.build import facts
+
+    data = load([write_run(tmp_path / "run")])
+    sizes = dict(facts(data))["model sizes"]
+    assert sizes.startswith("100,000-100,000 active parameters, width 64"), sizes

@@ -31,7 +31,7 @@ from attnbench.verdicts.claims import SEED_RULE, judge_all
 from attnbench.verdicts.claims_serving import SERVING_METRICS
 
 from .caveats import caveats
-from .data import FIGURE_DIR, RunData, load
+from .data import FIGURE_DIR, RunData, is_preset, load
 from .figures import FIGURES, render
 from .pdf import PdfError, html_to_pdf
 from .tables import DECISION_METRICS, decision_table, other_table, presets_table, training_table
@@ -177,10 +177,20 @@ def facts(data: RunData) -> list[tuple[str, str]]:
     counts = df["status"].value_counts()
     exps = ", ".join(sorted({str(e) for e in df["exp"].dropna()} | {str(h.get("exp")) for h in data.headers}))
     devices = ", ".join(sorted({str(d) for d in df["device"].dropna()})) or "—"
+    active = df.loc[(df["metric"] == "params/active") & ~is_preset(df), "v"].dropna()
+    widths = sorted(
+        {int(m["d_model"]) for h in data.headers if isinstance(m := (h.get("config") or {}).get("model"), dict) and m.get("d_model")}
+    )
+    sizes = (
+        f"{active.min():,.0f}-{active.max():,.0f} active parameters, width {', '.join(map(str, widths)) or '?'}: verdicts hold in this range only"
+        if not active.empty
+        else "—"
+    )
     return [
         ("experiments", exps or "—"),
         ("results files", str(len(data.files))),
         ("devices", devices),
+        ("model sizes", sizes),
         ("records", ", ".join(f"{counts.get(s, 0)} {s}" for s in ("measured", "projected", "analytic", "skipped", "failed"))),
     ]
 
