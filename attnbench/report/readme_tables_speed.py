@@ -214,6 +214,8 @@ def two_cores_ways(data: RunData) -> pd.DataFrame:
     """experiments/two_cores/run.py: the machine's two cores spent three ways on one curriculum
     stage; a way's rate is the sum of its trainings' steady tokens/s."""
     d = metric(data.records, "train_tokens_s/two_cores")
+    if d.empty:  # a run that has just started: no column to group by yet
+        return pd.DataFrame()
     rows = []
     for (design, stage), g in d.groupby(["design", "stage"], sort=False):
         base = g[g["way"] == "one_2t"]["v"]

@@ -156,6 +156,24 @@ def figure_legend(fig: Figure, statuses: Iterable[str] = (), ncols: int = 3) -> 
                 entries.setdefault(kw["label"], Line2D([], [], **kw))
     if entries:
         fig.legend(list(entries.values()), list(entries.keys()), loc="outside lower center", ncols=min(ncols, len(entries)))
+        keep_axes_share(fig)
+
+
+AXES_SHARE = 0.55  # of the figure's area its axes keep when the legend below it grows (the test asks 0.5)
+
+
+def keep_axes_share(fig: Figure, share: float = AXES_SHARE) -> None:
+    """Grow the figure's height until its plotting axes take ``share`` of its area: a long legend
+    below (ten designs, the levels, the status key) otherwise squeezes the axes into the top of
+    the image. The layout is run to measure; the extra height goes to the axes, so a height h
+    with axes share s needs h (1 - s) / (1 - share)."""
+    for _ in range(4):
+        fig.draw_without_rendering()  # runs the constrained layout: the axes' positions are final
+        plots = [ax for ax in fig.axes if ax.get_visible() and ax.axison]  # an axes without axis lines holds a key
+        now = sum(ax.get_position().width * ax.get_position().height for ax in plots)
+        if not plots or now >= share:
+            return
+        fig.set_figheight(fig.get_figheight() * (1 - now) / (1 - share) * 1.02)
 
 
 def plot_status_series(
