@@ -20,6 +20,7 @@ import torch
 
 import attnbench.kernels.backend as backend
 import attnbench.model.moe as moe
+import attnbench.kernels.msa.reference as msa_reference
 from attnbench.designs import LAYOUT_LETTERS
 from attnbench.train_parallel import Local
 from attnbench.model import Model
@@ -46,10 +47,18 @@ def _grads(model, loss) -> dict[str, torch.Tensor]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("letter", sorted(LETTER_DESIGN))
+@pytest.mark.parametrize("letter", [*sorted(LETTER_DESIGN), "M-gathered"])
 def test_fast_training_step_keeps_the_eager_losses(monkeypatch, letter):
+    """M-gathered: msa through its training path (the row-gathered autograd.Function with its own
+    compiled tiles), which real trainings take from T * S > DENSE_LIMIT (1K rows); at this
+    test's 64 tokens msa would otherwise take the dense masked SDPA and never reach it (the
+    compiled step once failed there, and trainings fell back to eager without a test noticing)."""
     torch.set_num_threads(1)
     monkeypatch.setattr(backend, "COMPILE", True)
+    if letter == "M-gathered":
+        monkeypatch.setattr(msa_reference, "DENSE_LIMIT", 0)
+        monkeypatch.setattr(msa_reference, "COMPILE", True)  # its tiles compiled, as outside the tests
+        letter = "M"
     design_name = LETTER_DESIGN[letter]
     overrides = ["attention.sliding_window.window=16", "attention.msa.block_size=8", "attention.msa.top_k=2", "train.warmup=10"]
     cfg = compose_cfg(["+exp=train", *TINY_BACKBONE, *TINY_TASK, STAGE, *overrides])

@@ -294,8 +294,8 @@ def _run(fn, *args, blocks=()):
     """fn(*args) under torch.compile when COMPILE (one kernel per function, reused for every
     tile: tiles have one shape; the block tensors' length, which varies with B, T and S, is
     left dynamic); eager when compiling is off or fails (no C++ compiler: a warning, once)."""
-    if not COMPILE or _compiled.get(fn, False) is None:
-        return fn(*args)
+    if not COMPILE or _compiled.get(fn, False) is None or torch.compiler.is_compiling():
+        return fn(*args)  # inside a compiled caller (the training step) Dynamo traces fn itself
     if fn not in _compiled:
         _compiled[fn] = torch.compile(fn)
     for i in blocks:  # the positions of the block tensors in args
