@@ -1,4 +1,4 @@
-"""The claims attnbench tests (docs/DESIGN.md C1-C6; C5 judged as C5a, lookup, and C5b, speed):
+"""The claims attnbench tests (docs/DESIGN.md C1-C7, C7 in claims_serving.py; C5 judged as C5a, lookup, and C5b, speed):
 source quotes, thresholds, rules, verdicts.
 
 Each claim's thresholds live in its ``Claim`` entry (``thresholds``), and the rule a reader
