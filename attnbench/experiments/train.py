@@ -149,17 +149,29 @@ def record_training(ctx, cell, name: str, trained) -> None:
 def stage_rates_of(trained) -> list[dict]:
     """The record's per-stage rates (attnbench.train_rate); for a model trained before they were
     written, from its curve and config (no calibrated peak then: fraction_of_peak null), saying so."""
-    r = trained.record
-    if "stage_rates" in r:
-        return [{**row, "rates_from": "record"} for row in r["stage_rates"]]
     from omegaconf import OmegaConf
 
     from attnbench.tasks.batches import Stage
     from attnbench.train_rate import stage_rates
 
+    r = trained.record
     conf = OmegaConf.create(r["config"])
     stages = [Stage(**dict(s)) for s in r["config"]["train"]["stages"]]
-    return [{**row, "rates_from": "curve (no calibration)"} for row in stage_rates(conf, conf.design, stages, r["curve"])]
+    if "stage_rates" not in r:
+        return [{**row, "rates_from": "curve (no calibration)"} for row in stage_rates(conf, conf.design, stages, r["curve"])]
+    # Recomputed from the curve with the record's own compile seconds, calibrations and phase
+    # shares: records written before train_rate's window held a stage's first steps carry rates
+    # that miss a compile (train_rate.stage_rates), and the curve gives the same rates to the others.
+    kept = {row["stage"]: row for row in r["stage_rates"]}
+    phase_s = [{"compile": kept[i + 1]["compile_s"]} if "compile_s" in kept.get(i + 1, {}) else {} for i in range(len(stages))]
+    rows = stage_rates(conf, conf.design, stages, r["curve"], r.get("peaks"), phase_s)
+    # a stage the record has no row for lost its compile seconds with it (the old window gave
+    # it no time left): its curve slope would count a compile as steps, so it stays out
+    return [
+        {**row, **({"shares": kept[row["stage"]]["shares"]} if "shares" in kept[row["stage"]] else {}), "rates_from": "record"}
+        for row in rows
+        if row["stage"] in kept
+    ]
 
 
 def run(ctx) -> None:
