@@ -50,6 +50,10 @@ GATHER_ROWS = 1024  # (batch, group, query) rows per tile of the gathered (train
 RESCALE_ABOVE = 30.0  # a remote score this far over its query's reference moves the reference (exp(30) ~ 1e13: far from fp32's 3e38)
 
 
+# Never traced: a loop over score tiles whose bounds are data (int(local[-1])), under no_grad (the
+# top-k passes no gradient); inside a compiled training step it runs eagerly between two graphs
+# instead of Dynamo tracing it to the first data-dependent int and breaking there, with a warning.
+@torch.compiler.disable
 def msa_select(index_q, index_k, block_size: int, top_k: int, *, pool: str = "max"):
     """index_q (B, G, T, Di); index_k (B, S, Di), S >= T, queries aligned to the last T keys.
 
