@@ -445,5 +445,13 @@ def msa_attn(q, k, v, block_idx, block_size: int, *, scale: float | None = None)
     if T * S <= DENSE_LIMIT:
         return _dense(q, k, v, block_idx, block_size, scale)
     if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
-        return _Gathered.apply(q, k, v, block_idx, block_size, scale)
+        return _gathered(q, k, v, block_idx, block_size, scale)
     return _sparse(q, k, v, block_idx, block_size, scale)
+
+
+# Never traced: inside a compiled training step Dynamo would trace the tile loop of _Gathered
+# (its tiles inline) and the step ran slower than eager with the tiles compiled one kernel each
+# by _run (train_speed's msa probe); between the step's graphs it runs as it does eagerly.
+@torch.compiler.disable
+def _gathered(q, k, v, block_idx, block_size: int, scale: float):
+    return _Gathered.apply(q, k, v, block_idx, block_size, scale)
