@@ -121,7 +121,17 @@ def cpu_prefill_chunks(data: RunData) -> pd.DataFrame:
 def train_speedups(data: RunData) -> pd.DataFrame:
     """experiments/train_speed/measure.py: old / new seconds of a training call (steps at each
     of a stage's lengths), alternating in one process; the new path's rate against the peak."""
-    d = metric(data.records, "speedup/train_step")
+    return _speedup_table(metric(data.records, "speedup/train_step"), "old", "new")
+
+
+@table("train_speed/compile")
+def train_compile(data: RunData) -> pd.DataFrame:
+    """measure.py --old eager: the same step with the loss run eagerly against compiled (what
+    train.compile adds to a design), alternating in one process."""
+    return _speedup_table(metric(data.records, "compile_speedup/train_step"), "eager", "compiled")
+
+
+def _speedup_table(d: pd.DataFrame, old: str, new: str) -> pd.DataFrame:
     rows = []
     for _, r in d.iterrows():
         rows.append(
@@ -131,12 +141,12 @@ def train_speedups(data: RunData) -> pd.DataFrame:
                 "lengths": ", ".join(fmt_len(n) for n in r["lengths"]),
                 "steps a call": f"{r['steps_per_call']:.0f}",
                 "threads": f"{r['threads']:.0f}",
-                "old tokens/s": f"{r['old_tokens_s']:,.0f}",
-                "new tokens/s": f"{r['new_tokens_s']:,.0f}",
+                f"{old} tokens/s": f"{r['old_tokens_s']:,.0f}",
+                f"{new} tokens/s": f"{r['new_tokens_s']:,.0f}",
                 "speedup (median of pairs)": f"{r['v']:.2f}x",
                 "pairs (min–max)": f"{r['ratio_min']:.2f}–{r['ratio_max']:.2f}",
                 "MFLOP a token (cost model)": f"{r['flops_per_token'] / 1e6:.2f}",
-                "old / new % of peak": f"{100 * r['old_fraction_of_peak']:.0f} / {100 * r['new_fraction_of_peak']:.0f}",
+                f"{old} / {new} % of peak": f"{100 * r['old_fraction_of_peak']:.0f} / {100 * r['new_fraction_of_peak']:.0f}",
                 "peak (GFLOP/s)": f"{r['peak_gflops']:.0f}",
                 "calls": f"{r['calls']:.0f}",
                 "load (1 min)": f"{r['load_before']:.2f}–{r['load_after']:.2f}",

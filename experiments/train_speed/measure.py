@@ -2,6 +2,7 @@
 
     python experiments/train_speed/measure.py [--designs softmax lightning_hybrid_h8] [--stages 1 6]
                                               [--calls 5] [--threads 1] [--base REV] [--out PATH]
+                                              [--old base|eager]
 
 The "old" package is attnbench (with its kernels) as it was at BASE, the commit before this
 work, exported from git into a temporary folder and imported under another name
@@ -14,6 +15,10 @@ spread. Before timing, the two paths' first steps are checked to give the same l
 tolerance). Each record also carries the new path's achieved GFLOP/s (the cost model's FLOPs of a
 training token, attnbench.train_speed) and its fraction of the matmul peak calibrated in this
 process at these threads.
+
+``--old eager`` times the current package against itself with only the compile taken away: the
+old side is the fast step (grouped GEMMs, head at the answers, foreach AdamW) with train.task_loss
+run eagerly, the new side the same step compiled (what train.compile adds, per design).
 """
 
 from __future__ import annotations
@@ -71,7 +76,7 @@ class Stepper:
     old: BASE's task_loss, Model and AdamW as BASE built it; new: train.loss_for's loss (compiled
     per batch shape), foreach AdamW and clipping, as train.py now runs them."""
 
-    def __init__(self, mod, cfg, design_name: str, stage_i: int, fast: bool):
+    def __init__(self, mod, cfg, design_name: str, stage_i: int, fast: bool, compiled: bool = True):
         self.mod, self.cfg, self.stage_i, self.fast = mod, cfg, stage_i, fast
         self.design = cfg.attention[design_name]
         self.stages, self.vocab = mod.stages_of(cfg.train), mod.vocab_of(cfg)
@@ -83,7 +88,9 @@ class Stepper:
         if fast:
             from attnbench.train_parallel import Local
 
-            self.loss = mod.loss_for(cfg, self.model, self.design, Local(torch.device("cpu")), torch.device("cpu"))
+            self.loss = (
+                mod.loss_for(cfg, self.model, self.design, Local(torch.device("cpu")), torch.device("cpu")) if compiled else mod.task_loss
+            )
         else:
             self.loss = mod.task_loss
 
@@ -128,6 +135,9 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--base", default=BASE)
     ap.add_argument("--out", default=str(Path(__file__).with_name("measure") / "results.jsonl"))
+    ap.add_argument(
+        "--old", choices=["base", "eager"], default="base", help="base: attnbench at --base; eager: this package, loss not compiled"
+    )
     args = ap.parse_args()
     OUT[0] = args.out
     torch.set_num_threads(args.threads)
@@ -139,7 +149,7 @@ def main() -> None:
 
     heap.keep_freed_memory()
     cfgs = {d: compose_cfg(["+exp=train", f"design={d}"]) for d in args.designs}  # before the old package registers its schemas
-    old_train = import_old(args.base)
+    old_train = import_old(args.base) if args.old == "base" else new_train
     peak = train_rate.calibrate_peak()
     header = {
         "type": "header",
@@ -147,7 +157,7 @@ def main() -> None:
         "started": now(),
         "git": git_commit(),
         "hardware": hardware(),
-        "base": args.base,
+        "base": args.base if args.old == "base" else "this commit, the loss run eagerly",
         "threads": args.threads,
         "torch": torch.__version__,
         "matmul_flops": peak,
@@ -160,7 +170,7 @@ def main() -> None:
         stages = new_train.stages_of(cfg.train)
         for stage_no in args.stages:
             stage = stages[stage_no - 1]
-            old = Stepper(old_train, cfg, design, stage_no - 1, fast=False)
+            old = Stepper(old_train, cfg, design, stage_no - 1, fast=args.old == "eager", compiled=False)
             new = Stepper(new_train, cfg, design, stage_no - 1, fast=True)
             lengths = stage.lengths()
             # a call: steps at each of the stage's lengths, at least 8 steps (tokens weigh as the stage's draw does)
@@ -189,7 +199,7 @@ def main() -> None:
                 type="record",
                 exp="train_speed",
                 design=design,
-                metric="speedup/train_step",
+                metric="speedup/train_step" if args.old == "base" else "compile_speedup/train_step",
                 unit="x",
                 status="measured",
                 stage=stage_no,
@@ -216,7 +226,9 @@ def main() -> None:
                 load_before=round(before, 2),
                 load_after=round(after, 2),
                 noisy=max(before, after) > (os.cpu_count() or 1),
-                old=f"{args.base}: eager, MoE loop over experts, logits at every position, AdamW and clipping per parameter",
+                old=f"{args.base}: eager, MoE loop over experts, logits at every position, AdamW and clipping per parameter"
+                if args.old == "base"
+                else "this commit's step with the loss run eagerly (grouped GEMMs, head at the answer columns, foreach AdamW)",
                 new="MoE grouped GEMMs, head at the answer columns, the loss compiled per batch shape, foreach AdamW and clipping",
                 time=now(),
             )
