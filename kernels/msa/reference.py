@@ -29,6 +29,8 @@ output and the log-sum-exp per row and head, the backward regathers the blocks a
 recomputes the probabilities, so memory beyond the inputs is O(T * H) plus one tile. The
 tile functions are written as broadcast products and sums, which torch.compile fuses with
 the gather (the gathered blocks never reach memory); without a compiler they run eagerly.
+A compiled training step never traces the selection (data-dependent tile bounds) or the gathered
+attention (torch.compiler.disable): traced inline, it ran slower (experiments/train_speed).
 """
 
 from __future__ import annotations
@@ -48,12 +50,10 @@ DENSE_LIMIT = 1 << 17  # T * S up to which msa_attn uses a dense masked SDPA (th
 QUERY_CHUNK = 4096  # queries per local-block pass (bounds its (queries, H, bs) scores)
 GATHER_ROWS = 1024  # (batch, group, query) rows per tile of the gathered (training) path
 RESCALE_ABOVE = 30.0  # a remote score this far over its query's reference moves the reference (exp(30) ~ 1e13: far from fp32's 3e38)
+_compiled: dict = {}  # the tile functions _run compiled (None: compiling one failed, it runs eagerly)
 
 
-# Never traced: a loop over score tiles whose bounds are data (int(local[-1])), under no_grad (the
-# top-k passes no gradient); inside a compiled training step it runs eagerly between two graphs
-# instead of Dynamo tracing it to the first data-dependent int and breaking there, with a warning.
-@torch.compiler.disable
+@torch.compiler.disable  # never traced (module docstring)
 def msa_select(index_q, index_k, block_size: int, top_k: int, *, pool: str = "max"):
     """index_q (B, G, T, Di); index_k (B, S, Di), S >= T, queries aligned to the last T keys.
 
@@ -291,15 +291,12 @@ def _tile_bwd(qs, kb, vb, sel, fi, t, lse, do, delta, dkb, dvb):
     return (ds[..., None] * keys).sum(-2)
 
 
-_compiled: dict = {}
-
-
 def _run(fn, *args, blocks=()):
-    """fn(*args) under torch.compile when COMPILE (one kernel per function, reused for every
-    tile: tiles have one shape; the block tensors' length, which varies with B, T and S, is
-    left dynamic); eager when compiling is off or fails (no C++ compiler: a warning, once)."""
+    """fn(*args) under torch.compile when COMPILE (one kernel per function, reused for every tile;
+    the block tensors' length, varying with B, T and S, left dynamic); eager when compiling is
+    off or fails (no C++ compiler: a warning, once), and inline inside a compiled caller."""
     if not COMPILE or _compiled.get(fn, False) is None or torch.compiler.is_compiling():
-        return fn(*args)  # inside a compiled caller (the training step) Dynamo traces fn itself
+        return fn(*args)
     if fn not in _compiled:
         _compiled[fn] = torch.compile(fn)
     for i in blocks:  # the positions of the block tensors in args
@@ -449,9 +446,4 @@ def msa_attn(q, k, v, block_idx, block_size: int, *, scale: float | None = None)
     return _sparse(q, k, v, block_idx, block_size, scale)
 
 
-# Never traced: inside a compiled training step Dynamo would trace the tile loop of _Gathered
-# (its tiles inline) and the step ran slower than eager with the tiles compiled one kernel each
-# by _run (train_speed's msa probe); between the step's graphs it runs as it does eagerly.
-@torch.compiler.disable
-def _gathered(q, k, v, block_idx, block_size: int, scale: float):
-    return _Gathered.apply(q, k, v, block_idx, block_size, scale)
+_gathered = torch.compiler.disable(_Gathered.apply)  # never traced (module docstring)
