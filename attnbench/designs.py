@@ -3,8 +3,12 @@
 Every part that needs to know which letters exist or what a letter means reads this table:
 config validation (attnbench.config), the backbone (attnbench.model.backbone), the kernel
 backend switch (kernels/backend.py), the cost model and workloads (attnbench.bench), the
-presets, the smoke experiment and the report. Adding a design is one entry here, one layer
-module, a spec in attnbench/specs/ and a conf/attention/<name>.yaml (docs/adding-a-design.md).
+presets, the smoke experiment and the report. The letters a model is built from and the ops
+the backend knows are read from it when asked (layout_letters(), kernel_ops()), not copied at
+import, so an entry added at run time builds, runs and is gated like the others
+(tests/test_designs.py's toy); only the config's KernelOp enum, kernels_cpu's timed ops and
+the report's styles are taken at import. Adding a design is one entry here, one layer module,
+a spec in attnbench/specs/ and a conf/attention/<name>.yaml (docs/adding-a-design.md).
 
 This module imports nothing from attnbench (layers are named by import path and loaded on
 demand), so kernels/ can read it without importing the model.
@@ -122,9 +126,22 @@ BASELINE_OP = "softmax"
 # The designs in the order tables and legends list them (report/data.py); unknown names follow alphabetically.
 DESIGN_ORDER = ("softmax", "lightning", "lightning_hybrid", "sliding_window", "swa_hybrid", "msa")
 
-LAYOUT_LETTERS = "".join(d.letter for d in DESIGNS.values() if d.layer is not None)  # letters a model can be built from
-PRESET_LETTERS = "".join(DESIGNS)  # letters a preset (a costed architecture) may use
-KERNEL_OPS: tuple[str, ...] = tuple(op for op in (d.op for d in DESIGNS.values()) if op is not None)  # the ops of attnbench.kernels
+
+# What the registry holds, read from it when asked (not copied at import), so a design
+# registered later (tests/test_designs.py's toy design) is known wherever these are called.
+def layout_letters() -> str:
+    """The letters a model can be built from (those with a layer)."""
+    return "".join(d.letter for d in DESIGNS.values() if d.layer is not None)
+
+
+def preset_letters() -> str:
+    """The letters a preset (a costed architecture) may use."""
+    return "".join(DESIGNS)
+
+
+def kernel_ops() -> tuple[str, ...]:
+    """The designs' kernel ops (backend.choose names)."""
+    return tuple(op for op in (d.op for d in DESIGNS.values()) if op is not None)
 
 
 def of(letter: str) -> Design:
@@ -132,7 +149,7 @@ def of(letter: str) -> Design:
     try:
         return DESIGNS[letter]
     except KeyError:
-        raise ValueError(f"layout letter {letter!r}: one of {describe_letters(PRESET_LETTERS)}") from None
+        raise ValueError(f"layout letter {letter!r}: one of {describe_letters(preset_letters())}") from None
 
 
 def op_of(letter: str) -> str:
@@ -143,9 +160,9 @@ def op_of(letter: str) -> str:
     return op
 
 
-def describe_letters(letters: str = LAYOUT_LETTERS) -> str:
-    """'S softmax, L lightning, ...' for error messages."""
-    return ", ".join(f"{c} {DESIGNS[c].name}" for c in letters)
+def describe_letters(letters: str | None = None) -> str:
+    """'S softmax, L lightning, ...' (the layout letters, unless given) for error messages."""
+    return ", ".join(f"{c} {DESIGNS[c].name}" for c in (layout_letters() if letters is None else letters))
 
 
 def spec_of(letter: str) -> Any:
@@ -158,4 +175,4 @@ def spec_of_op(op: str) -> Any:
     for d in DESIGNS.values():
         if d.op == op:
             return d.behaviour()
-    raise ValueError(f"op {op!r}: one of {', '.join(KERNEL_OPS)}")
+    raise ValueError(f"op {op!r}: one of {', '.join(kernel_ops())}")

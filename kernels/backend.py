@@ -29,10 +29,8 @@ from typing import Callable, Iterator
 
 import torch
 
-from attnbench.designs import DESIGNS, KERNEL_OPS as OPS
+from attnbench.designs import DESIGNS, kernel_ops
 from attnbench.names import BACKENDS  # the one list (leaf data): attnbench.config's Backend enum is built from it
-
-AUTO_TRITON = tuple(d.op for d in DESIGNS.values() if d.op and d.triton_on_auto)  # ops "auto" runs in Triton on CUDA
 
 _forced: str | None = None
 # torch.compile anywhere in attnbench (msa's gathered tiles, the compiled prefill of eval.compile);
@@ -80,8 +78,8 @@ def has_triton_kernel(op: str) -> bool:
 
 def choose(op: str, backend: str, device: torch.device) -> str:
     """Resolve ``backend`` for ``op`` on ``device`` to ``"reference"`` or ``"triton"``."""
-    if op not in OPS:
-        raise ValueError(f"op={op!r}: allowed {', '.join(OPS)}")
+    if op not in kernel_ops():  # the registry as it is now (a design registered at run time included)
+        raise ValueError(f"op={op!r}: allowed {', '.join(kernel_ops())}")
     if backend not in BACKENDS:
         raise ValueError(f"backend={backend!r}: allowed {', '.join(BACKENDS)}")
     if backend == "auto":
@@ -92,7 +90,8 @@ def choose(op: str, backend: str, device: torch.device) -> str:
 @lru_cache(maxsize=None)
 def _resolve(op: str, backend: str, device_type: str) -> str:
     if backend == "auto":
-        return "triton" if device_type == "cuda" and op in AUTO_TRITON and has_triton_kernel(op) else "reference"
+        auto_triton = any(d.op == op and d.triton_on_auto for d in DESIGNS.values())  # "auto" runs its Triton kernel on CUDA
+        return "triton" if device_type == "cuda" and auto_triton and has_triton_kernel(op) else "reference"
     if backend == "triton" and not has_triton_kernel(op):
         raise NotImplementedError(
             f"backend='triton' for op {op!r}: no Triton kernel is available (triton not installed, or kernels/{{op}}/triton.py missing)"

@@ -21,7 +21,7 @@ import torch
 import attnbench.kernels.backend as backend
 import attnbench.model.moe as moe
 import attnbench.kernels.msa.reference as msa_reference
-from attnbench.designs import LAYOUT_LETTERS
+from attnbench.designs import layout_letters
 from attnbench.train_parallel import Local
 from attnbench.model import Model
 from attnbench.train import loss_for, stages_of, step_batch, vocab_of
@@ -37,7 +37,7 @@ STAGE = "train.stages=[{n_keys: 8, n_values: 8, n_filler: 8, n_pairs: 4, context
 
 
 def test_every_layout_letter_has_a_design_here():
-    assert set(LETTER_DESIGN) == set(LAYOUT_LETTERS)
+    assert set(LETTER_DESIGN) == set(layout_letters())
 
 
 def _grads(model, loss) -> dict[str, torch.Tensor]:

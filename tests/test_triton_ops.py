@@ -17,6 +17,7 @@ triton = pytest.importorskip("triton")
 
 import attnbench.kernels as K  # noqa: E402
 from attnbench.kernels import backend, tolerance  # noqa: E402
+from attnbench.designs import kernel_ops  # noqa: E402
 from attnbench.kernels.lightning import reference as lightning_ref  # noqa: E402
 from attnbench.kernels.lightning import triton as lightning_tr  # noqa: E402
 from attnbench.kernels.lightning.naive import lightning_attn as lightning_naive  # noqa: E402
@@ -258,12 +259,12 @@ def test_msa_attn_triton(shape, dtype):
 
 
 def test_every_op_has_a_triton_kernel_and_auto_stays_on_cpu():
-    for op in backend.OPS:
+    for op in kernel_ops():
         assert backend.has_triton_kernel(op), op
         assert backend.choose(op, "triton", torch.device("cpu")) == "triton"
         assert backend.choose(op, "auto", torch.device("cpu")) == "reference"
     cuda = torch.device("cuda")  # choose() only reads the device type: no GPU needed
-    assert {op: backend.choose(op, "auto", cuda) for op in backend.OPS} == {
+    assert {op: backend.choose(op, "auto", cuda) for op in kernel_ops()} == {
         "softmax": "reference",
         "lightning": "triton",
         "sliding_window": "triton",

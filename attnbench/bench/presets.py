@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from attnbench.designs import PRESET_LETTERS
+from attnbench.designs import preset_letters
 from attnbench.model.backbone import layout_for
 
 
@@ -227,4 +227,4 @@ GEMMA3_27B = Arch(
 PRESETS: dict[str, Arch] = {a.name: a for a in (TEXT01, M1, M2, M27, M3, DEEPSEEK_V32, GEMMA3_27B)}
 
 for _arch in PRESETS.values():
-    assert set(_arch.layout) <= set(PRESET_LETTERS), _arch.name
+    assert set(_arch.layout) <= set(preset_letters()), _arch.name

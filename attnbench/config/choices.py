@@ -18,7 +18,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import cast
 
-from attnbench.designs import KERNEL_OPS
+from attnbench.designs import kernel_ops
 from attnbench.names import BACKENDS
 from attnbench.tasks.generate import HOP_TASKS, NIAH_VARIANTS
 
@@ -44,7 +44,7 @@ Parallel = choices("Parallel", ("none", "ddp", "fsdp"))
 Dtype = choices("Dtype", ("float32", "bfloat16", "float16", "float8"))  # memory tables, hardware peak rates
 TorchDtype = choices("TorchDtype", ("float32", "float16", "bfloat16"))  # what ops are timed and checked in
 BenchScope = choices("BenchScope", ("op", "layer"))  # time ops alone, or whole layers
-KernelOp = choices("KernelOp", KERNEL_OPS)  # attnbench/designs.py
+KernelOp = choices("KernelOp", kernel_ops())  # attnbench/designs.py (an Enum: the ops registered at import)
 KernelBaseline = choices("KernelBaseline", ("sdpa", "flash_attn", "flex", "fla", "reference"))
 WandbMode = choices("WandbMode", ("offline", "online", "disabled"))
 LockMode = choices("LockMode", ("wait", "refuse"))  # another run holds the run directory (attnbench/rundir.py)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 
-from attnbench.designs import LAYOUT_LETTERS, describe_letters
+from attnbench.designs import describe_letters, layout_letters
 from attnbench.names import CACHE_USERS, EXPERIMENTS, PRESETS
 
 from .choices import MAX_SEED, Dtype
@@ -98,9 +98,9 @@ def validate_design(name: str, d, n_layers: int, used: bool = True) -> None:
     where = f"attention.{name}"
     if d.name != name:
         raise ConfigError(f"{where}.name", d.name, f"must equal its key {name!r}")
-    bad = sorted(set(d.layout) - set(LAYOUT_LETTERS))
+    bad = sorted(set(d.layout) - set(layout_letters()))
     if not d.layout or bad:
-        raise ConfigError(f"{where}.layout", d.layout, f"one letter a layer from {LAYOUT_LETTERS} ({describe_letters()})")
+        raise ConfigError(f"{where}.layout", d.layout, f"one letter a layer from {layout_letters()} ({describe_letters()})")
     if d.n_layers < 0:
         raise ConfigError(f"{where}.n_layers", d.n_layers, "must be >= 0 (0: model.n_layers)")
     n_layers = d.n_layers or n_layers

@@ -22,7 +22,7 @@ from attnbench.bench.calibrate import hardware_for_run, load_profile
 from attnbench.bench.presets import TEXT01, M3, from_model
 from attnbench.bench.workloads import filled_cache, make_block
 from attnbench.config import parse_duration
-from attnbench.designs import LAYOUT_LETTERS, of, op_of, spec_of
+from attnbench.designs import layout_letters, of, op_of, spec_of
 from attnbench.model import resolve_layout
 
 ANALYTIC_RESERVE_S = 60.0  # budget kept for the analytic part and the summary
@@ -51,7 +51,7 @@ def run(ctx) -> None:
     hw = hardware_for_run(ctx)
     designs = [d for d in ctx.design_names]
     layouts = {d: resolve_layout(cfg.attention[d].layout, cfg.model.n_layers) for d in designs}
-    letters = "".join(L for L in LAYOUT_LETTERS if any(L in lay for lay in layouts.values()))
+    letters = "".join(L for L in layout_letters() if any(L in lay for lay in layouts.values()))
     check_windows(ctx, designs)
     passed = sweep.gate(ctx, letters)
     df = sweep.run(ctx, hw, letters, passed, budget)
@@ -66,7 +66,7 @@ def check_windows(ctx, designs) -> None:
     """Hybrids are costed from the single-letter designs' layers: their settings must agree."""
     cfg = ctx.cfg
     for d in designs:
-        for letter in LAYOUT_LETTERS:
+        for letter in layout_letters():
             single = of(letter).name
             if letter in cfg.attention[d].layout and single in cfg.attention:
                 for key in spec_of(letter).settings:  # the settings its layers read
@@ -151,8 +151,8 @@ def analytic_crossovers(ctx, hw_cpu, layouts: dict[str, str]) -> list[dict]:
     moe = (cfg.model.n_experts, cfg.model.top_k_experts, cfg.model.d_expert)
     window = cfg.attention["sliding_window"].window if "sliding_window" in cfg.attention else 1024
     shapes = {
-        "scaled": ({L: from_model(cfg.model, cfg.attention[of(L).name]) for L in LAYOUT_LETTERS if of(L).name in cfg.attention}, moe),
-        "text01": ({L: production_shape(L, window) for L in LAYOUT_LETTERS}, None),
+        "scaled": ({L: from_model(cfg.model, cfg.attention[of(L).name]) for L in layout_letters() if of(L).name in cfg.attention}, moe),
+        "text01": ({L: production_shape(L, window) for L in layout_letters()}, None),
     }
     rows = []
     for name, hw, impl, dtype in profiles:

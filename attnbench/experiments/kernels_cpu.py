@@ -28,10 +28,10 @@ from attnbench.bench import costmodel
 from attnbench.bench import ops as O
 from attnbench.bench.presets import Arch
 from attnbench.bench.timing import efficiency, round_ratios, time_alternating, time_fn
-from attnbench.designs import KERNEL_OPS, spec_of_op
+from attnbench.designs import kernel_ops, spec_of_op
 from attnbench.kernels import tolerance
 
-TIMED = tuple(op for op in KERNEL_OPS if op != O.BASELINE_OP)  # the baseline is timed as causal SDPA
+TIMED = tuple(op for op in kernel_ops() if op != O.BASELINE_OP)  # the baseline is timed as causal SDPA
 
 
 def shape(cfg, T: int) -> O.Shape:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from attnbench.designs import DESIGNS, LAYOUT_LETTERS, describe_letters, spec_of
+from attnbench.designs import describe_letters, layout_letters, of, spec_of
 
 from .moe import MoE
 
@@ -32,14 +32,12 @@ if TYPE_CHECKING:  # the schemas and layer types; at run time a layer gets the c
 
     Attention = SoftmaxAttention | LightningAttention | MSAAttention  # a layer's attention (SlidingWindow is a Softmax)
 
-ATTENTION = {c: DESIGNS[c].layer_class() for c in LAYOUT_LETTERS}  # letter -> layer class (attnbench.designs)
-
 
 def resolve_layout(layout: str, n_layers: int) -> str:
     """A layout is one letter a layer; a shorter period is tiled when it divides n_layers."""
-    bad = sorted(set(layout) - set(LAYOUT_LETTERS))
+    bad = sorted(set(layout) - set(layout_letters()))
     if not layout or bad:
-        raise ValueError(f"layout {layout!r}: letters must be from {LAYOUT_LETTERS} ({describe_letters()})")
+        raise ValueError(f"layout {layout!r}: letters must be from {layout_letters()} ({describe_letters()})")
     if n_layers % len(layout):
         raise ValueError(f"layout {layout!r} (length {len(layout)}) does not tile n_layers={n_layers}")
     return layout * (n_layers // len(layout))
@@ -62,7 +60,7 @@ class Block(nn.Module):
         super().__init__()
         self.letter = letter
         self.attn_norm = nn.RMSNorm(cfg.d_model, eps=1e-6)
-        self.attn = cast("Attention", ATTENTION[letter](cfg, design, layer))  # ATTENTION's values: to mypy, Modules
+        self.attn = cast("Attention", of(letter).layer_class()(cfg, design, layer))  # the registry's layer class: to mypy, a type
         self.moe_norm = nn.RMSNorm(cfg.d_model, eps=1e-6)
         self.moe = MoE(cfg, layer)
 

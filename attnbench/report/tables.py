@@ -14,7 +14,7 @@ from typing import Callable, Iterable
 
 import pandas as pd
 
-from attnbench.designs import LAYOUT_LETTERS, of
+from attnbench.designs import layout_letters, of
 
 from .data import (
     LEN_1M,
@@ -137,7 +137,7 @@ def design_times(df: pd.DataFrame, name: str, phase: str, layout: str) -> pd.Dat
     if not own.empty:
         return own.groupby(keys, dropna=False)["v"].median().reset_index().assign(how="measured")
     letters = {c: layout.count(c) / len(layout) for c in set(layout)} if layout else {}
-    if not letters or not all(c in LAYOUT_LETTERS for c in letters):
+    if not letters or not all(c in layout_letters() for c in letters):
         return pd.DataFrame(columns=keys + ["v", "how"])
     parts = []
     for c, w in letters.items():
