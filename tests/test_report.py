@@ -173,6 +173,23 @@ def test_pooled_accuracy_is_preferred_over_the_mean_of_depths(tmp_path):
     assert (cell.text, cell.sub) == ("0.55", "[0.34–0.74]") and "11/20 probes" in cell.title
 
 
+def test_two_runs_of_one_cell_share_their_first_haystacks_and_count_them_once():
+    """A haystack is seeded by (seed, index): a run of 40 haystacks holds a run of 6's probes at the
+    same seed (needle_4m's 4K cell and needle_4x's), so pooling them counts 200 probes, not 230;
+    another seed's run is other haystacks and adds its own."""
+    from attnbench.verdicts.quality import pooled_acc
+
+    base = {"design": "h", "metric": "niah/acc", "task": "niah_multikey", "context_len": 4096.0, "depth": float("nan"), "status": "measured"}
+    rows = [
+        {**base, "run_dir": "needle_4m/run", "seed": 0, "n": 30.0, "v": 27 / 30},
+        {**base, "run_dir": "needle_4x/run_seed0", "seed": 0, "n": 200.0, "v": 170 / 200},
+        {**base, "run_dir": "position_probe/run", "seed": 0, "n": 30.0, "v": 27 / 30},
+    ]
+    assert pooled_acc(pd.DataFrame(rows)).fraction == "170/200"
+    other = {**base, "run_dir": "needle_4x/run_seed1", "seed": 1, "n": 200.0, "v": 158 / 200}
+    assert pooled_acc(pd.DataFrame([*rows, other])).fraction == "328/400"
+
+
 def test_summary_never_averages_measured_with_projected():
     df = pd.DataFrame({"status": ["measured", "projected"], "v": [2.0, 100.0], "note": [None, None]})
     cell = summarize(df)

@@ -71,12 +71,12 @@ def pooled_acc(g: pd.DataFrame) -> Acc | None:
     95% Wilson interval of the pooled count. Records without ``n`` fall back on their own
     interval (the mean of their bounds)."""
     g = g[(g["status"] == "measured") & g["v"].notna()]
-    # the same probes recorded by two runs (same config and seed, e.g. a model's check in two
-    # experiments) are one measurement, not two
-    same = [
-        c for c in ("design", "metric", "task", "hop_task", "hops", "scoring", "context_len", "depth", "seed", "n", "v") if c in g.columns
-    ]
-    g = g.drop_duplicates(subset=same)
+    # the same probes recorded by two runs are one measurement, not two: a haystack is seeded by
+    # (seed, index) alone, so two runs of one cell at one seed with 6 and 40 haystacks share the
+    # first 6 (and a model's check in two experiments is the same 200 probes). Per cell and seed,
+    # the record of the most probes stands for the nested rest.
+    cell = [c for c in ("design", "metric", "task", "hop_task", "hops", "scoring", "context_len", "depth", "seed") if c in g.columns]
+    g = g.sort_values("n", na_position="first", kind="stable").drop_duplicates(subset=cell, keep="last")
     if g.empty:
         return None
     if g["n"].notna().all():
