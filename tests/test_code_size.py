@@ -17,10 +17,7 @@ KNOWN = {  # path or path:function -> lines at most
     "attnbench/cli.py": 706,
     "attnbench/cli.py:run": 82,
     "attnbench/config/schema.py": 531,  # 484 before exp=scale's ScaleConfig and its hash rule
-    "attnbench/config/validate_tasks.py:validate_tasks": 85,
-    "attnbench/experiments/kernels_cpu.py:timings": 88,
     "attnbench/report/figures.py": 468,
-    "attnbench/report/figures_quality.py:niah_heatmap": 93,
     "attnbench/report/tables.py": 527,  # 520 before decision_table was split into three
     "attnbench/results.py": 579,
     "attnbench/verdicts/claims.py": 651,  # moved from report/ (716 there); C6 moved to verdicts/claims_capacity.py
