@@ -15,7 +15,7 @@ from attnbench.bench import costmodel, costmodel_serving, memory
 from attnbench.bench.presets import M2, NOT_STATED, PRESETS, TEXT01, from_model
 from attnbench.model import Model
 from attnbench.model.serving import Storage, cache_tensors, rollback, round_trip, saved_state
-from attnbench.report.tables import presets_table
+from attnbench.report.tables_extra import presets_table
 from kernels.tolerance import assert_within
 
 from helpers import compose_cfg
