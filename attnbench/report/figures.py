@@ -1,4 +1,4 @@
-"""The report's figures: one function each, keyed on the shared metric names (results.METRICS).
+"""The report's figures: one function each, keyed on the shared metric names (results_record.METRICS).
 
 Every function takes the records table (report.data) and returns a matplotlib Figure, or
 None when its metrics have no records yet (the report then says so). The accuracy figures
