@@ -13,29 +13,34 @@ Subcommands (dispatched before Hydra sees the arguments):
     python -m attnbench report --all-experiments [--root DIR]
     python -m attnbench report --decision [--root DIR]     # every experiment -> reports/decision/
     python -m attnbench dashboard entity=E project=P [exp=NAME] [name=TITLE] [--dry-run]
+
+Here: the entry points, the ``Guard`` callback and the resolvers Hydra's config names; the
+checks before a run are in cli_checks.py, the run and its sinks in cli_run.py.
 """
 
 from __future__ import annotations
 
 import argparse
-import copy
 import os
-import re
 import signal
 import sys
-import time
 from pathlib import Path
 from typing import Any, NoReturn
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
-from hydra.errors import HydraException, MissingConfigException
+from hydra.errors import HydraException
 from hydra.experimental.callback import Callback
-from omegaconf import DictConfig, OmegaConf, open_dict, read_write
-from omegaconf.errors import ConfigAttributeError, ConfigKeyError, InterpolationResolutionError, OmegaConfBaseException, ValidationError
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 
 from . import config as config_mod
 from . import rundir
+from .cli_checks import EXIT_BAD_INPUT, EXIT_SIGINT, EXIT_SIGTERM, check_group_choices, fail, job_dir, one_line
+from .cli_checks import prepare_or_exit, sweep_errors, task_config, typed_overrides
+from .cli_checks import config_error as config_error  # re-exported: the tests and the launchers call it here
+from .cli_checks import prepare as prepare  # re-exported: the tests call cli.prepare, cli.run and cli.disk_full
+from .cli_run import Terminated, _raise_terminated, disk_full, run
 from .config import ConfigError
 from .rundir import RunDirError
 
@@ -72,180 +77,7 @@ def run_dir_name(*, _root_: DictConfig) -> str:
     return rundir.dir_name(typed_overrides(hydra_node), [str(k) for k in conf.exclude_keys], str(conf.item_sep), str(conf.kv_sep))
 
 
-def typed_overrides(hydra_node: DictConfig) -> list[str]:
-    """The task overrides as typed (an interpolation in one, ``seed=${oc.env:X}``, left unresolved)."""
-    return [str(o) for o in OmegaConf.to_container(hydra_node.overrides.task, resolve=False)]  # type: ignore[union-attr]
-
-
 OmegaConf.register_new_resolver("attnbench_dirname", run_dir_name, replace=True)
-
-EXIT_BAD_INPUT, EXIT_SIGINT, EXIT_SIGTERM = 2, 130, 143  # 128 + the signal number, as shells report it
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM (sent by SLURM, Docker, `timeout`), handled like Ctrl-C: a KeyboardInterrupt, so that
-    every ``except KeyboardInterrupt`` (training saves its checkpoint) sees it too."""
-
-
-def _raise_terminated(signum, frame) -> NoReturn:
-    raise Terminated()
-
-
-def fail(message: str, config: bool = False) -> NoReturn:
-    """Bad input: one line on stderr, exit code 2."""
-    print(f"attnbench: {'config error: ' if config else ''}{message}", file=sys.stderr)
-    sys.exit(EXIT_BAD_INPUT)
-
-
-def one_line(ex: BaseException) -> str:
-    """Describe a config failure in one line: field, value, what is allowed."""
-    if isinstance(ex, ConfigError):
-        return str(ex)
-    cause = ex.__cause__ if isinstance(ex.__cause__, OmegaConfBaseException) else ex
-    if isinstance(cause, (ConfigKeyError, ConfigAttributeError)) and getattr(cause, "object_type", None) is not None:
-        import dataclasses
-
-        fields = [f.name for f in dataclasses.fields(cause.object_type)] if dataclasses.is_dataclass(cause.object_type) else []
-        return f"{cause.full_key}: unknown key; allowed keys: {', '.join(fields)}"
-    if isinstance(cause, ValidationError):  # a wrong type, or a value outside an Enum field's set (config/choices.py)
-        first = str(cause).splitlines()[0]
-        choices = re.search(r"expected one of \[(.*)\]", first)
-        return f"{cause.full_key}={cause.value!r}: {'one of ' + choices.group(1) if choices else first}"
-    if isinstance(cause, InterpolationResolutionError):  # ${oc.env:UNSET}, ${model.nonexistent}
-        why = re.sub(r"^\w+ raised while resolving interpolation: ", "", str(cause).splitlines()[0]).strip()
-        return f"{cause.full_key}: its interpolation does not resolve ({why})"
-    if isinstance(ex, MissingConfigException) and ex.options:
-        return f"{str(ex).splitlines()[0]}; available: {', '.join(ex.options)}"
-    return " ".join(str(ex).split())
-
-
-def list_groups() -> set[str]:
-    """Config groups that take a list of configs: those the root config's defaults list gives one
-    (``attention``); every other group (``exp``, ``model``, ...) takes one config."""
-    from importlib.resources import files
-
-    import yaml
-
-    defaults = yaml.safe_load(files("attnbench.conf").joinpath("config.yaml").read_text()).get("defaults", [])
-    return {str(k) for d in defaults if isinstance(d, dict) for k, v in d.items() if isinstance(v, list)}
-
-
-def check_group_choices(overrides: list[str]) -> None:
-    """A config-group override must name a config: Hydra parses `+exp=false` as a bool and
-    fails with a ValueError that names no field, and merges `+exp=[smoke,kv_memory]` into one
-    config, so catch both here, before composing."""
-    from importlib.resources import files
-
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    conf = files("attnbench.conf")
-    try:
-        parsed = OverridesParser.create().parse_overrides(overrides)
-    except HydraException:
-        return  # a syntax error: Hydra's own message names the override
-    for o in parsed:
-        group = o.key_or_group
-        if o.is_sweep_override() or "@" in group or not conf.joinpath(group).is_dir():
-            continue
-        options = sorted(f.name.removesuffix(".yaml") for f in conf.joinpath(group).iterdir() if f.name.endswith(".yaml"))
-        typed = (o.input_line or "").split("=", 1)[-1]
-        if isinstance(o.value(), list) and group not in list_groups():
-            hint = f"; to run several, sweep them: -m +{group}={typed.strip('[]')}" if group == "exp" else ""
-            raise ConfigError(group, typed, f"one of {', '.join(options)} (one {group}, not a list){hint}")
-        if not isinstance(o.value(), (str, list, dict)) and not o.is_delete():
-            raise ConfigError(group, typed, f"one of {', '.join(options)}")
-
-
-def preflight(cfg: DictConfig, run_dir: Path) -> None:
-    """Everything checked before a run touches the disk: the config, the device, the directories.
-
-    Raises ConfigError or RunDirError (one-line messages); creates nothing.
-    """
-    from .checkpoints import cache_root
-    from .experiments import CACHE_USERS, NEEDS_CUDA
-
-    config_mod.validate(cfg)
-    if cfg.exp.name not in NEEDS_CUDA:  # those record their designs skipped instead
-        check_backend(cfg)
-    check_run_dir_path(run_dir)
-    rundir.check_contents(run_dir)
-    rundir.check_writable(run_dir, "run directory", "choose another with hydra.run.dir=...")
-    if cfg.exp.name in CACHE_USERS:
-        rundir.check_writable(cache_root(), "cache directory", "set ATTNBENCH_CACHE to a writable directory")
-
-
-def check_backend(cfg: DictConfig) -> None:
-    """The device exists, ``ATTNBENCH_BACKEND`` names a backend, and a Triton backend (asked by
-    ``backend=`` or that variable) has a CUDA device and triton to run on (TRITON_INTERPRET=1: the
-    CPU, tests only). Raises ConfigError."""
-    import importlib.util
-
-    import torch
-
-    from .kernels.backend import BACKENDS, env_backend
-
-    if cfg.device == "cuda" and not torch.cuda.is_available():
-        raise ConfigError("device", "cuda", "torch sees no CUDA device here; use device=cpu or device=auto")
-    try:
-        from_env = env_backend.__wrapped__()  # read now: the environment of this run, not a cached one
-    except ValueError:
-        raise ConfigError("ATTNBENCH_BACKEND", os.environ.get("ATTNBENCH_BACKEND"), f"one of {', '.join(BACKENDS)}") from None
-    field, backend = ("backend", str(cfg.backend)) if str(cfg.backend) != "auto" else ("ATTNBENCH_BACKEND", from_env)
-    if backend != "triton":
-        return
-    if importlib.util.find_spec("triton") is None:
-        raise ConfigError(field, "triton", "triton is not installed here (pip install 'attnbench[gpu]'); use backend=reference or auto")
-    on_cuda = cfg.device == "cuda" or (cfg.device == "auto" and torch.cuda.is_available())
-    if not on_cuda and os.environ.get("TRITON_INTERPRET") != "1":
-        raise ConfigError(
-            field,
-            "triton",
-            f"Triton kernels need a CUDA device and device={cfg.device} runs on the CPU here; use backend=reference or auto",
-        )
-
-
-def check_run_dir_path(run_dir: Path) -> None:
-    """A run directory's path must not hold a secret: a path cannot be masked where it is written
-    (the console, W&B's logs, the records' run_dir)."""
-    from .redact import holds_secret
-
-    if holds_secret(str(Path(run_dir).absolute())):
-        raise RunDirError(
-            "run directory's path holds a secret (an environment variable's credential); choose another with hydra.run.dir=..."
-        )
-
-
-def task_config(cfg: DictConfig) -> DictConfig:
-    """The config a task sees (the hydra node removed), as Hydra's run_job makes it."""
-    task = copy.deepcopy(cfg)
-    with read_write(task), open_dict(task):
-        task.pop("hydra", None)
-    return task
-
-
-def prepare(cfg: DictConfig, run_dir: Path) -> None:
-    """Check everything (``preflight``), then claim the run directory: its lock, and its config."""
-    preflight(cfg, run_dir)  # first: bad input stops before the model's imports (torch's compiler, triton)
-    from .runner import config_hash
-
-    from . import distributed
-
-    distributed.check_launch(cfg)
-    if distributed.launch_rank() == 0:  # one claim per run: the other processes of a job share it
-        rundir.claim(run_dir, config_hash(cfg), lock=cfg.lock, force=cfg.force, say=lambda line: print(line, file=sys.stderr, flush=True))
-
-
-def prepare_or_exit(cfg: DictConfig, run_dir: Path) -> None:
-    try:
-        OmegaConf.to_container(cfg, resolve=True)  # every interpolation resolves, or one line now
-        prepare(cfg, run_dir)
-    except (ConfigError, HydraException, OmegaConfBaseException) as ex:
-        fail(one_line(ex), config=True)
-    except RunDirError as ex:
-        fail(str(ex))
-    except KeyboardInterrupt:  # Ctrl-C while waiting for another run's lock: nothing started yet
-        print("attnbench: interrupted before the run started; nothing recorded", file=sys.stderr)
-        sys.exit(EXIT_SIGINT)
 
 
 class Guard(Callback):
@@ -287,84 +119,6 @@ class Guard(Callback):
         rundir.release(Path(str(config.hydra.runtime.output_dir)))
 
 
-def job_dir(config: DictConfig) -> Path:
-    """A single run's directory, resolved; exit 2 in one line when it does not resolve or is empty
-    (an empty hydra.run.dir would be the current directory)."""
-    try:
-        text = str(config.hydra.run.dir)
-    except OmegaConfBaseException as ex:
-        fail(one_line(ex), config=True)
-    if not text.strip():
-        fail("hydra.run.dir='': an empty run directory would be the current directory; name one (hydra.run.dir=DIR)", config=True)
-    return Path(text)
-
-
-def sweep_errors(config: DictConfig) -> list[str]:
-    """The one-line error of each bad job of the sweep ``config`` (its overrides split as the sweeper
-    splits them), each checked as ``Guard`` checks a single run, without creating anything."""
-    from hydra.core.global_hydra import GlobalHydra
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
-
-    from .runner import config_hash
-
-    loader = GlobalHydra.instance().config_loader()
-    parsed = OverridesParser.create().parse_overrides(typed_overrides(config.hydra))
-    jobs = [job for batch in BasicSweeper.split_arguments(parsed, None) for job in batch]
-    errors = []
-    for i, job in enumerate(jobs):
-        try:
-            check_group_choices(list(job))
-            job_cfg = loader.load_sweep_config(config, list(job))
-            with open_dict(job_cfg):
-                job_cfg.hydra.job.num = i
-            HydraConfig.instance().set_config(job_cfg)
-            task = task_config(job_cfg)
-            OmegaConf.to_container(task, resolve=True)
-            run_dir = Path(os.path.join(str(job_cfg.hydra.sweep.dir), str(job_cfg.hydra.sweep.subdir)))
-            preflight(task, run_dir)
-            if not task.force:
-                rundir.check_identity(run_dir, config_hash(task))
-        except (ConfigError, HydraException, OmegaConfBaseException) as ex:
-            errors.append(f"job {i} ({' '.join(job)}): config error: {one_line(ex)}")
-        except RunDirError as ex:
-            errors.append(f"job {i} ({' '.join(job)}): {ex}")
-    HydraConfig.instance().set_config(config)
-    return errors
-
-
-def config_error(overrides: list[str], check_dirs: bool = False) -> str | None:
-    """Compose and validate ``overrides`` as the CLI does; the one-line error, or None if valid.
-
-    With ``check_dirs`` also what ``Guard`` checks on disk (the run and cache directories, the
-    run directory's config), without creating or locking anything.
-    """
-    from hydra import compose, initialize_config_module
-
-    from .runner import config_hash
-
-    with initialize_config_module(config_module="attnbench.conf", version_base="1.3"):
-        try:
-            check_group_choices(overrides)
-            cfg = compose(config_name="config", overrides=overrides, return_hydra_config=check_dirs)
-            if not check_dirs:
-                config_mod.validate(cfg)
-                return None
-            HydraConfig.instance().set_config(cfg)
-            if not str(cfg.hydra.run.dir).strip():
-                return "hydra.run.dir='': an empty run directory would be the current directory; name one (hydra.run.dir=DIR)"
-            task, run_dir = task_config(cfg), Path(str(cfg.hydra.run.dir))
-            OmegaConf.to_container(task, resolve=True)
-            preflight(task, run_dir)
-            if not task.force:
-                rundir.check_identity(run_dir, config_hash(task))
-        except (ConfigError, HydraException, OmegaConfBaseException) as ex:
-            return one_line(ex)
-        except RunDirError as ex:
-            return str(ex)
-    return None
-
-
 @hydra.main(version_base="1.3", config_path="pkg://attnbench.conf", config_name="config")
 def hydra_entry(cfg: DictConfig) -> None:
     from . import distributed
@@ -373,242 +127,6 @@ def hydra_entry(cfg: DictConfig) -> None:
     prepare_or_exit(cfg, run_dir)  # done already by Guard for a single run; a sweep's jobs get here
     with distributed.session(cfg):  # torchrun / SLURM tasks: the process group (nothing otherwise)
         run(cfg, run_dir)
-
-
-def describe(ex: BaseException) -> str:
-    """A failure in one line (the footer's and the report's ``error``)."""
-    if isinstance(ex, SystemExit) and isinstance(ex.code, str):
-        text = ex.code
-    else:
-        text = f"{type(ex).__name__}: {ex}" if str(ex) else type(ex).__name__
-    return " ".join(text.split())[:500]
-
-
-class Cut(BaseException):
-    """A signal while the sinks (footer, report, PDF, W&B) are written: the rest are skipped."""
-
-    def __init__(self, signum: int):
-        super().__init__(signum)
-        self.name, self.code = ("SIGTERM", EXIT_SIGTERM) if signum == signal.SIGTERM else ("SIGINT", EXIT_SIGINT)
-
-
-def _raise_cut(signum, frame) -> NoReturn:
-    for sig in (signal.SIGINT, signal.SIGTERM):  # a second signal ends the process at once
-        signal.signal(sig, signal.SIG_DFL)
-    raise Cut(signum)
-
-
-def disk_full(ex: BaseException, where: Path) -> str | None:
-    """The one line for a write the disk could not take (ENOSPC, a quota), anywhere in ``ex``'s chain; else None."""
-    from .results import DISK_FULL, DiskFull, free_bytes
-
-    seen: BaseException | None = ex
-    while seen is not None:
-        if isinstance(seen, DiskFull):
-            return f"attnbench: {seen}"
-        if isinstance(seen, OSError) and seen.errno in DISK_FULL:
-            path = Path(seen.filename) if seen.filename else where
-            return f"attnbench: disk full writing {path}: {free_bytes(path):,} bytes free"
-        seen = seen.__cause__ or seen.__context__
-    return None
-
-
-def run(cfg: DictConfig, run_dir: Path) -> None:
-    """Run the experiment, then its sinks (footer, report, PDF, W&B); exit 130/143 after a signal,
-    1 (one line) when the disk is full, and re-raise any other failure after the sinks."""
-    import torch
-    from rich.console import Console
-
-    from . import distributed
-    from .experiments import NEEDS_CUDA, runner
-    from .heap import keep_freed_memory
-    from .kernels import force
-    from .results import Recorder
-    from .runner import RunContext, config_dict, config_hash, resolve_device, seed_everything
-
-    # SIGTERM finishes the run partially (exit 143); in a distributed run distributed.session
-    # owns SIGTERM (torchrun stopping the job: one line, exit 143, no teardown)
-    previous = signal.getsignal(signal.SIGTERM) if distributed.active() else signal.signal(signal.SIGTERM, _raise_terminated)
-    previous_int = signal.getsignal(signal.SIGINT)
-    main = distributed.is_main()  # a distributed run's rank 0 alone writes records, report and W&B
-    try:  # setup: a signal here stops before any cell ran (the header is one write: whole or absent)
-        if cfg.threads:
-            torch.set_num_threads(cfg.threads)
-        keep_freed_memory()  # large activations reuse the heap's pages (attnbench/heap.py)
-        seeds = seed_everything(cfg.seed)
-        no_cuda = cfg.exp.name in NEEDS_CUDA and not torch.cuda.is_available()  # it records its designs skipped
-        device = distributed.process_device(resolve_device("cpu" if no_cuda else cfg.device))
-        recorder = Recorder(run_dir / "results.jsonl", cfg.exp.name, {**config_dict(cfg), "seeds": seeds}, config_hash(cfg), write=main)
-    except KeyboardInterrupt as ex:
-        signal.signal(signal.SIGTERM, previous)
-        name = "SIGTERM" if isinstance(ex, Terminated) else "SIGINT (Ctrl-C)"
-        print(f"attnbench: {name} before the run started; no cell ran, rerun the same command to start", file=sys.stderr)
-        sys.exit(EXIT_SIGTERM if isinstance(ex, Terminated) else EXIT_SIGINT)
-    except OSError as ex:
-        line = disk_full(ex, run_dir)
-        if line is None:
-            raise
-        signal.signal(signal.SIGTERM, previous)
-        print(line, file=sys.stderr)
-        sys.exit(1)
-    recorder.done_cells = distributed.from_main(lambda: recorder.done_cells)
-    ctx = RunContext(
-        cfg=cfg, run_dir=run_dir, recorder=recorder, device=device, console=Console(stderr=True, soft_wrap=True, quiet=not main)
-    )
-    if main and recorder.repaired.summary():  # the summary says what happens to each line and cell
-        ctx.console.print(
-            f"attnbench: {recorder.repaired.summary()}; repaired: the removed lines are kept in {recorder.path.name}.damaged",
-            markup=False,
-            highlight=False,
-        )
-    ctx.console.print(f"[bold]attnbench[/] exp={cfg.exp.name} designs={','.join(ctx.design_names)} device={device} run_dir={run_dir}")
-    start = time.perf_counter()
-    status, error, code = "failed", None, 0
-    failure: BaseException | None = None
-    try:
-        with force(None if cfg.backend == "auto" else cfg.backend):
-            runner(cfg.exp.name)(ctx)
-        status = "completed"
-    except KeyboardInterrupt as ex:  # Ctrl-C or SIGTERM: finish like a run, partially
-        for sig in (signal.SIGINT, signal.SIGTERM):  # a second signal ends the process at once
-            signal.signal(sig, signal.SIG_DFL)
-        status, code = "interrupted", EXIT_SIGTERM if isinstance(ex, Terminated) else EXIT_SIGINT
-        error = "SIGTERM" if isinstance(ex, Terminated) else "SIGINT (Ctrl-C)"
-    except BaseException as ex:
-        failure, error = ex, describe(ex)
-    full = disk_full(failure, run_dir) if failure is not None else None
-    if status != "interrupted":  # a signal while finishing cuts the remaining sinks (one line, 130/143)
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(sig, _raise_cut)
-    sinks_code = finish(cfg, run_dir, ctx, status, error, time.perf_counter() - start, sinks=main and full is None)
-    if status != "interrupted" and sinks_code in (0, 1):  # not cut: the handlers go back as they were
-        signal.signal(signal.SIGTERM, previous)
-        signal.signal(signal.SIGINT, previous_int)
-    if full is not None:
-        print(full, file=sys.stderr)
-        sys.exit(1)
-    if sinks_code > 1:  # a signal cut the sinks (its line is printed)
-        if failure is not None:  # the run had failed already: that stays the news (a torchrun rank's line, exit 1)
-            raise failure
-        sys.exit(sinks_code)
-    if failure is not None:
-        raise failure
-    if code or sinks_code:
-        sys.exit(code or sinks_code)
-
-
-def planned_sinks(cfg: DictConfig, main: bool) -> list[str]:
-    """The sinks this run writes after its cells, in order."""
-    out = ["footer"]
-    if main and cfg.report.enabled:
-        out.append("report.html")
-        if cfg.report.pdf:
-            out.append("report.pdf")
-    if main and cfg.wandb.mode != "disabled":
-        out.append("W&B")
-    return out
-
-
-def finish(cfg: DictConfig, run_dir: Path, ctx, status: str, error: str | None, wall_s: float, sinks: bool) -> int:
-    """The footer, then (``sinks``) the report and W&B. Returns 0; 1 when the disk was full (the one
-    line printed); 130/143 when a signal cut them (one line; a ``sinks`` line after the footer names
-    what was cut; rerunning the same command writes them)."""
-    recorder, console, done = ctx.recorder, ctx.console, []
-    try:
-        try:
-            recorder.close(status, wall_s, error)
-            done.append("footer")
-        except OSError as ex:
-            line = disk_full(ex, run_dir)
-            if line is None:
-                raise
-            if sinks:
-                console.print(line, markup=False, highlight=False)
-            return 1
-        console.print(
-            f"{status} in {wall_s:.1f} s" + (f" ({error})" if error else "") + f"; records in {recorder.path}",
-            markup=False,
-            highlight=False,
-        )
-        if status == "interrupted":  # every finished cell is already on disk (cells commit atomically)
-            console.print(f"{len(recorder.done_cells)} cells recorded; rerun the same command to resume")
-        if sinks:
-            return finish_run(cfg, run_dir, console, status, done)
-        return 0
-    except Cut as cut:
-        cut_now = [s for s in planned_sinks(cfg, sinks) if s not in done]
-        try:
-            if "footer" in cut_now:  # the footer comes first: write it, saying it was cut
-                recorder.close(status, wall_s, error or cut.name)
-                cut_now.remove("footer")
-                done.append("footer")
-            recorder._append({"type": "sinks", "signal": cut.name, "done": done, "cut": cut_now})
-        except OSError:
-            pass  # a full disk as well: the one line below still says what was cut
-        print(
-            f"attnbench: {cut.name} while finishing: {', '.join(cut_now) or 'nothing'} cut "
-            f"({', '.join(done) or 'nothing'} written); rerun the same command to write them",
-            file=sys.stderr,
-        )
-        return cut.code
-
-
-def finish_run(cfg: DictConfig, run_dir: Path, console, status: str, done: list[str] | None = None) -> int:
-    """The sinks: report and W&B from the run's records. Neither can fail the run; a full disk
-    gives one line and 1. ``done`` collects the sinks written (a signal, ``Cut``, may stop them).
-
-    The W&B child runs while Chromium prints the PDF (two processes, two cores); the whole W&B
-    step is capped at wandb.timeout_s from its start.
-    """
-    from . import tracking
-
-    done = [] if done is None else done
-    t0 = time.perf_counter()
-    from .runner import config_dict
-
-    wcfg = config_dict(cfg.wandb)
-    res, logging, logging_started, code = None, None, 0.0, 0
-    try:
-        if cfg.report.enabled:
-            try:
-                from .report import build_report
-                from .report.pdf import PdfError, html_to_pdf
-
-                title = f"attnbench report: {cfg.exp.name}" + ("" if status == "completed" else f" ({status}, partial)")
-                res = build_report([run_dir], pdf=False, command=f"python -m attnbench report {run_dir}", title=title)
-                done.append("report.html")
-                logging, logging_started = tracking.start(run_dir, wcfg), time.perf_counter()  # figures exist now
-                if cfg.report.pdf:
-                    t = time.perf_counter()
-                    try:
-                        res.pdf = html_to_pdf(res.html, run_dir / "report.pdf", timeout_s=cfg.report.pdf_timeout_s)
-                    except PdfError as ex:
-                        res.pdf_error = str(ex)
-                    res.seconds["pdf"] = time.perf_counter() - t
-                    done.append("report.pdf")
-                pdf = f", {res.pdf.name} ({res.seconds['pdf']:.1f} s)" if res.pdf else ""
-                console.print(f"report: {res.html} ({res.seconds['total']:.1f} s){pdf}")
-                if res.pdf_error:
-                    console.print(f"report: no PDF: {res.pdf_error}")
-            except Exception as ex:  # a report bug must not cost the run its records or its exit status
-                line = disk_full(ex, run_dir)
-                if line is not None:
-                    console.print(line, markup=False, highlight=False)
-                    code = 1
-                else:
-                    console.print(
-                        f"report: failed ({type(ex).__name__}: {ex}); records are intact; retry with `python -m attnbench report {run_dir}`"
-                    )
-        if logging is None:
-            logging, logging_started = tracking.start(run_dir, wcfg), time.perf_counter()
-        msg = logging.wait(cfg.wandb.timeout_s - (time.perf_counter() - logging_started))
-        done.append("W&B")
-    except Cut:
-        if logging is not None:
-            logging.kill()  # its own session: a signal to this process does not reach it
-        raise
-    console.print(f"{msg} (sinks done {time.perf_counter() - t0:.1f} s after the run)")
-    return code
 
 
 class OneLineParser(argparse.ArgumentParser):

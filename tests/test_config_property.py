@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 from attnbench.cli import config_error, report_main
 from attnbench.config import MAX_SEED
+from attnbench.config import ranges as ranges_mod
 from attnbench.config import schema as schema_mod
 from attnbench.experiments import CACHE_USERS
 from attnbench.results import encode_line
@@ -298,9 +299,9 @@ def numeric_fields() -> dict[str, dict[str, str]]:
 
 def test_every_numeric_field_has_a_declared_range():
     fields = numeric_fields()
-    missing = sorted(f"{c}.{f}" for c, fs in fields.items() for f in fs if f not in schema_mod.RANGES.get(c, {}))
-    assert not missing, f"numeric config fields without a range in attnbench/config/schema.py RANGES: {missing}"
-    stale = sorted(f"{c}.{f}" for c, fs in schema_mod.RANGES.items() for f in fs if f not in fields.get(c, {}))
+    missing = sorted(f"{c}.{f}" for c, fs in fields.items() for f in fs if f not in ranges_mod.RANGES.get(c, {}))
+    assert not missing, f"numeric config fields without a range in attnbench/config/ranges.py RANGES: {missing}"
+    stale = sorted(f"{c}.{f}" for c, fs in ranges_mod.RANGES.items() for f in fs if f not in fields.get(c, {}))
     assert not stale, stale
     assert set(fields) <= set(WHERE), sorted(set(fields) - set(WHERE))
 
@@ -311,7 +312,7 @@ def out_of_range(draw):
     fields = numeric_fields()
     cls = draw(st.sampled_from(sorted(fields)))
     name = draw(st.sampled_from(sorted(fields[cls])))
-    r, kind = schema_mod.RANGES[cls][name], fields[cls][name]
+    r, kind = ranges_mod.RANGES[cls][name], fields[cls][name]
     bad = [st.sampled_from(["nan", "inf", "-inf"])] if kind == "float" else []
     if r.lo is not None:
         lo = r.lo if r.lo_open else r.lo - (1 if kind == "int" else 1e-6)

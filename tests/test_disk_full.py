@@ -11,13 +11,13 @@ import signal
 
 import pytest
 
-from attnbench import cli, results, rundir
+from attnbench import cli, results, results_write, rundir
 
 from helpers import compose_cfg
 
 
 def fill_disk_after(monkeypatch, commits: int) -> None:
-    """os.write in results.py takes half of a write, then fails with ENOSPC, once ``commits`` cells are on disk."""
+    """os.write in results_write.py takes half of a write, then fails with ENOSPC, once ``commits`` cells are on disk."""
     real, seen = os.write, {"cells": 0}
 
     def write(fd, data):
@@ -27,7 +27,7 @@ def fill_disk_after(monkeypatch, commits: int) -> None:
         seen["cells"] += b'"type": "commit"' in bytes(data)
         return real(fd, data)
 
-    monkeypatch.setattr(results.os, "write", write)
+    monkeypatch.setattr(results_write.os, "write", write)
 
 
 def run(tmp_path):
@@ -48,7 +48,7 @@ def run(tmp_path):
 def test_a_full_disk_is_one_line_exit_1_and_no_torn_line(commits, tmp_path, monkeypatch, capsys):
     path = tmp_path / "run" / "results.jsonl"
     if commits == 0:
-        monkeypatch.setattr(results.os, "write", _header_fails())
+        monkeypatch.setattr(results_write.os, "write", _header_fails())
     else:
         fill_disk_after(monkeypatch, commits)
     with pytest.raises(SystemExit) as ex:

@@ -11,11 +11,11 @@ import pandas as pd
 import pytest
 import torch
 
-from attnbench.bench import costmodel, memory
+from attnbench.bench import costmodel, costmodel_serving, memory
 from attnbench.bench.presets import M2, NOT_STATED, PRESETS, TEXT01, from_model
 from attnbench.model import Model
 from attnbench.model.serving import Storage, cache_tensors, rollback, round_trip, saved_state
-from attnbench.report.tables import presets_table
+from attnbench.report.tables_extra import presets_table
 from kernels.tolerance import assert_within
 
 from helpers import compose_cfg
@@ -145,28 +145,31 @@ def test_prefix_and_rollback_costs_follow_their_formulas(cfg):
     """Growing caches: the prefix itself, no recompute, no rollback bytes; lightning: a state per save / per draft."""
     m2 = M2
     P, b = 10_000, 256
-    assert costmodel.prefix_cache_bytes(m2, P, b) == memory.cache_bytes(m2, P)
-    assert costmodel.prefix_recompute_tokens(m2, 1000, b) == 0
-    assert costmodel.rollback_bytes(m2, 8) == 0 and costmodel.rollback_recompute_tokens(m2, 5, "recompute") == 0
+    assert costmodel_serving.prefix_cache_bytes(m2, P, b) == memory.cache_bytes(m2, P)
+    assert costmodel_serving.prefix_recompute_tokens(m2, 1000, b) == 0
+    assert costmodel_serving.rollback_bytes(m2, 8) == 0 and costmodel_serving.rollback_recompute_tokens(m2, 5, "recompute") == 0
     state = 64 * 128 * 128 * 4  # Text-01: 64 heads of 128, fp32
     growing = 10 * memory.layer_bytes(TEXT01, "S", P)
-    assert costmodel.prefix_cache_bytes(TEXT01, P, b) == growing + 70 * (P // b) * state
-    assert costmodel.prefix_recompute_tokens(TEXT01, 1000, b) == 1000 - 3 * 256
-    assert costmodel.rollback_bytes(TEXT01, 8) == 70 * 8 * state
-    assert costmodel.rollback_bytes(TEXT01, 8, strategy="recompute") == 70 * state
-    assert costmodel.rollback_recompute_tokens(TEXT01, 5, "recompute") == 5 and costmodel.rollback_recompute_tokens(TEXT01, 5) == 0
+    assert costmodel_serving.prefix_cache_bytes(TEXT01, P, b) == growing + 70 * (P // b) * state
+    assert costmodel_serving.prefix_recompute_tokens(TEXT01, 1000, b) == 1000 - 3 * 256
+    assert costmodel_serving.rollback_bytes(TEXT01, 8) == 70 * 8 * state
+    assert costmodel_serving.rollback_bytes(TEXT01, 8, strategy="recompute") == 70 * state
+    assert (
+        costmodel_serving.rollback_recompute_tokens(TEXT01, 5, "recompute") == 5
+        and costmodel_serving.rollback_recompute_tokens(TEXT01, 5) == 0
+    )
     swa = from_model(cfg.model, cfg.attention["swa_hybrid"])  # window 16
     ring = memory.layer_bytes(swa, "W", 16, "bfloat16")
-    assert costmodel.prefix_cache_bytes(swa, 64, 8) == memory.layer_bytes(swa, "S", 64) + 7 * (
+    assert costmodel_serving.prefix_cache_bytes(swa, 64, 8) == memory.layer_bytes(swa, "S", 64) + 7 * (
         sum(memory.layer_bytes(swa, "W", j * 8) for j in range(1, 9))
     )
-    assert costmodel.rollback_bytes(swa, 40) == 7 * ring  # at most the window's slots
+    assert costmodel_serving.rollback_bytes(swa, 40) == 7 * ring  # at most the window's slots
     # verify k in one forward: the cache read once, so never more bytes than k single steps
     for k in (1, 4, 8):
-        one, steps = costmodel.verify_cost(m2, 4096, k), costmodel.model_cost(m2, "decode", 4096).scaled(k)
+        one, steps = costmodel_serving.verify_cost(m2, 4096, k), costmodel.model_cost(m2, "decode", 4096).scaled(k)
         assert one.flops == pytest.approx(steps.flops, rel=1e-9)
         assert one.bytes <= steps.bytes * (1 + 1e-12)
-    assert costmodel.verify_cost(m2, 4096, 1).bytes == pytest.approx(costmodel.model_cost(m2, "decode", 4096).bytes)
+    assert costmodel_serving.verify_cost(m2, 4096, 1).bytes == pytest.approx(costmodel.model_cost(m2, "decode", 4096).bytes)
 
 
 # --- low-precision storage ------------------------------------------------------------------

@@ -1,5 +1,5 @@
-"""The run config: typed schema (schema.py, with the fixed sets in choices.py) and start-of-run
-validation (validate.py). ``from attnbench.config import X`` keeps working for every name here."""
+"""The run config: typed schema (schema.py, with the fixed sets in choices.py and the numeric
+ranges in ranges.py) and start-of-run validation (validate.py). ``from attnbench.config import X`` keeps working for every name here."""
 
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
 """The typed config schema: dataclasses registered in Hydra's ConfigStore.
 
 A mistyped key, a wrong type or a value outside a fixed set (choices.py) fails while Hydra
-composes; attnbench.config.validate checks what types cannot (names, divisibility, ranges).
+composes; attnbench.config.validate checks what types cannot (names, divisibility, ranges:
+each numeric field's in ranges.py).
 What goes into checkpoint keys and run hashes is decided here too (execution_free).
 """
 
@@ -16,7 +17,6 @@ from omegaconf import MISSING
 from attnbench.tasks.stage import Stage as StageConfig  # one stage type: the schema is the generator's own
 
 from .choices import (
-    MAX_SEED,
     Backend,
     BenchScope,
     Device,
@@ -364,168 +364,3 @@ def execution_free(train: dict) -> dict:
             for s in out["stages"]
         ]
     return out
-
-
-# ---------------------------------------------------------------- ranges
-# Every numeric field of the schema (lists of numbers included: each item) has its range here,
-# checked by config.validate before anything else (``check_ranges``), so nan, inf, negative
-# sizes and weights never reach a run. A numeric field without an entry fails
-# tests/test_config_property.py. Tighter rules that depend on other fields (divisibility, the
-# machine's cores and memory, a task's vocabulary) stay in validate.py / validate_tasks.py.
-
-
-@dataclass(frozen=True)
-class Range:
-    """lo <= x <= hi (either end open with lo_open / hi_open; None: unbounded); always finite."""
-
-    lo: float | None = None
-    hi: float | None = None
-    lo_open: bool = False
-    hi_open: bool = False
-
-    def holds(self, x: float) -> bool:
-        import math
-
-        if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x):
-            return False
-        if self.lo is not None and (x <= self.lo if self.lo_open else x < self.lo):
-            return False
-        return not (self.hi is not None and (x >= self.hi if self.hi_open else x > self.hi))
-
-    def describe(self, integer: bool) -> str:
-        def num(x: float) -> str:
-            return str(int(x)) if float(x).is_integer() else f"{x:g}"
-
-        what = "an integer" if integer else "a finite number"
-        lo = None if self.lo is None else f"{'>' if self.lo_open else '>='} {num(self.lo)}"
-        hi = None if self.hi is None else f"{'<' if self.hi_open else '<='} {num(self.hi)}"
-        if self.lo is not None and self.hi is not None and not (self.lo_open or self.hi_open):
-            return f"{what} in {num(self.lo)} .. {num(self.hi)}"
-        return " ".join([what, *(p for p in (lo, "and" if lo and hi else None, hi) if p)])
-
-
-COUNT, SIZE, NONNEG, POS, FRACTION = Range(1), Range(1), Range(0), Range(0, lo_open=True), Range(0, 1)
-RANGES: dict[str, dict[str, Range]] = {
-    "DesignConfig": {
-        "window": SIZE,
-        "block_size": SIZE,
-        "top_k": COUNT,
-        "index_dim": SIZE,
-        "index_loss_weight": NONNEG,
-        "n_layers": NONNEG,
-        "lightning_heads": NONNEG,
-        "qkv_conv": NONNEG,
-    },
-    "ModelConfig": {
-        "d_model": SIZE,
-        "n_layers": COUNT,
-        "n_heads": COUNT,
-        "n_kv_heads": COUNT,
-        "head_dim": SIZE,
-        "rotary_frac": FRACTION,
-        "rope_base": POS,
-        "n_experts": COUNT,
-        "top_k_experts": COUNT,
-        "d_expert": SIZE,
-        "balance_coef": NONNEG,
-        "vocab_size": SIZE,
-        "init_std": POS,
-    },
-    "TaskConfig": {"n_keys": COUNT, "n_values": COUNT, "n_filler": COUNT, "value_noise": Range(0, 1, hi_open=True)},
-    "Stage": {
-        "n_keys": COUNT,
-        "n_values": COUNT,
-        "n_filler": COUNT,
-        "n_pairs": COUNT,
-        "context_len": SIZE,
-        "n_queries": COUNT,
-        "value_noise": Range(0, 1, hi_open=True),
-        "max_context_len": NONNEG,
-        "hops": NONNEG,
-    },
-    "TrainConfig": {
-        "max_steps": COUNT,
-        "batch": COUNT,
-        "tokens_per_step": COUNT,
-        "chain_token_budget": NONNEG,
-        "lr": POS,
-        "min_lr_ratio": FRACTION,
-        "warmup": NONNEG,
-        "weight_decay": NONNEG,
-        "beta2": Range(0, 1, hi_open=True),
-        "grad_clip": NONNEG,
-        "advance_at": Range(0, 1, lo_open=True),
-        "floor": Range(0, 1, lo_open=True),
-        "window": COUNT,
-        "patience": COUNT,
-        "token_budget": COUNT,
-        "checkpoint_every": COUNT,
-        "log_every": COUNT,
-        "max_len": NONNEG,
-        "micro_batch": NONNEG,
-    },
-    "EvalConfig": {
-        "context_lens": SIZE,
-        "depths": FRACTION,
-        "haystacks": COUNT,
-        "haystacks_short": NONNEG,
-        "short_len": SIZE,
-        "hops": COUNT,
-        "chains": COUNT,
-        "chunk": SIZE,
-        "train_len_samples": COUNT,
-        "memory_fraction": Range(0, 1, lo_open=True),
-    },
-    "ExpConfig": {"batch": COUNT, "seq_len": SIZE, "prefill_chunk": SIZE},
-    "ScaleConfig": {
-        "widths": SIZE,
-        "seeds": Range(0, MAX_SEED),
-        "needle_token_budget": COUNT,
-        "needle_probes": COUNT,
-        "multikey_haystacks": COUNT,
-        "chain_haystacks": COUNT,
-        "factors": COUNT,
-    },
-    "WandbConfig": {"timeout_s": POS},
-    "ReportConfig": {"pdf_timeout_s": POS},
-    "KernelShapes": {
-        "batch": COUNT,
-        "heads": COUNT,
-        "kv_heads": COUNT,
-        "head_dim": SIZE,
-        "lengths": SIZE,
-        "grad_lengths": SIZE,
-        "check_lengths": SIZE,
-        "check_fwd_lengths": SIZE,
-        "window": SIZE,
-        "block_size": SIZE,
-        "top_k": COUNT,
-        "index_dim": SIZE,
-    },
-    "KernelsConfig": {"min_run_time": POS},
-    "HardwareConfig": {
-        "flops": NONNEG,
-        "small_matmul_efficiency": Range(0, 1, lo_open=True),
-        "matvec_efficiency": Range(0, 1, lo_open=True),
-        "mem_bandwidth": NONNEG,
-        "exp_rate": NONNEG,
-        "memory_bytes": NONNEG,
-        "cache_bytes": NONNEG,
-        "launch_s": NONNEG,
-        "module_op_s": NONNEG,
-        "alloc_bandwidth": NONNEG,
-        "alloc_min_bytes": NONNEG,
-    },
-    "BenchConfig": {
-        "prefill_lens": SIZE,
-        "decode_lens": SIZE,
-        "batch": COUNT,
-        "min_run_time": POS,
-        "repeats": COUNT,
-        "max_call_s": POS,
-        "validate_from": SIZE,
-        "max_rel_error": Range(1, lo_open=True),
-        "memory_lens": SIZE,
-    },
-    "RootConfig": {"seed": Range(0, MAX_SEED), "threads": NONNEG},
-}

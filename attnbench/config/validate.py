@@ -15,7 +15,8 @@ from attnbench.names import CACHE_USERS, EXPERIMENTS, PRESETS
 
 from .choices import MAX_SEED, Dtype
 from .errors import ConfigError, duration, positive
-from .schema import RANGES, RootConfig
+from .ranges import RANGES
+from .schema import RootConfig
 from .validate_tasks import validate_tasks
 
 

@@ -10,9 +10,15 @@ from .schema import StageConfig
 
 
 def validate_tasks(cfg) -> None:
-    """Task vocabulary, curriculum and evaluation grid."""
-    from omegaconf import OmegaConf
-    from attnbench.tasks.vocab import MAX_HOPS, Vocab
+    """Task vocabulary, curriculum and evaluation grid (checked in that order; the first problem raises)."""
+    _validate_task_and_train(cfg)
+    _validate_stages(cfg)
+    _validate_eval(cfg)
+
+
+def _validate_task_and_train(cfg) -> None:
+    """The task vocabulary and the training loop's numbers (train.*, the stages' own fields aside)."""
+    from attnbench.tasks.vocab import Vocab
 
     t = cfg.task
     for key in ("n_keys", "n_values", "n_filler"):
@@ -48,6 +54,13 @@ def validate_tasks(cfg) -> None:
                 tr.tokens_per_step,
                 f"must hold one sequence of train.max_len ({tr.max_len + last.n_queries} tokens)",
             )
+
+
+def _validate_stages(cfg) -> None:
+    """Each curriculum stage: positive sizes within the task vocabulary, a sequence that fits a step."""
+    from omegaconf import OmegaConf
+
+    t, tr = cfg.task, cfg.train
     for i, st in enumerate(tr.stages):
         where = f"train.stages[{i}]"
         for key in ("n_keys", "n_values", "n_filler", "n_pairs", "context_len", "n_queries"):
@@ -69,7 +82,13 @@ def validate_tasks(cfg) -> None:
             )
         if not st.n_queries <= st.n_pairs <= min(st.n_keys, (st.context_len - 2) // 2):
             raise ConfigError(f"{where}.n_pairs", st.n_pairs, "need n_queries <= n_pairs <= min(n_keys, (context_len - 2) // 2)")
-    e = cfg.eval
+
+
+def _validate_eval(cfg) -> None:
+    """The evaluation grid: context lengths, depths, haystacks, hops and chains."""
+    from attnbench.tasks.vocab import MAX_HOPS
+
+    t, e = cfg.task, cfg.eval
     if not e.context_lens:
         raise ConfigError("eval.context_lens", [], "at least one context length in tokens (>= 16)")
     for i, n in enumerate(e.context_lens):

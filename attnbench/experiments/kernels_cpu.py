@@ -27,7 +27,7 @@ import torch
 from attnbench.bench import costmodel
 from attnbench.bench import ops as O
 from attnbench.bench.presets import Arch
-from attnbench.bench.timing import efficiency, round_ratios, time_alternating, time_fn
+from attnbench.bench.timing import Timing, efficiency, round_ratios, time_alternating, time_fn
 from attnbench.designs import kernel_ops, spec_of_op
 from attnbench.kernels import tolerance
 
@@ -125,21 +125,7 @@ def timings(ctx, T: int, dtype: torch.dtype, ops: list[str], peak: float | None 
         report(name, backend, t)
         return t.median_ms
 
-    # SDPA and every op call by call in turn (bench.timing.time_alternating): drift in the
-    # machine hits both sides of every ratio alike; on CUDA, each alone (do_bench syncs and flushes)
-    fns: dict[str, tuple[str, Callable[[], object]]] = {}  # name -> (backend, the call)
-    xs = {O.BASELINE_OP: O.make_inputs(O.BASELINE_OP, sh, dtype, dev)}
-    fns[O.BASELINE_OP] = ("sdpa", partial(O.sdpa_causal, xs[O.BASELINE_OP]))
-    for op in ops:
-        xs[op] = x = O.make_inputs(op, sh, dtype, dev)
-        fns[op] = ("reference", partial(O.run, op, "reference", x, sh))
-        for part, fn in spec_of_op(op).parts(x, sh, "reference").items():  # msa: its two parts alone
-            fns[part] = ("reference", fn)
-    with torch.no_grad():
-        if dev.type == "cpu":
-            got, rounds = time_alternating({n: f for n, (_, f) in fns.items()}, min_run_time=cfg.kernels.min_run_time, repeats=5)
-        else:
-            got, rounds = {n: time_fn(f, dev, min_run_time=cfg.kernels.min_run_time) for n, (_, f) in fns.items()}, {}
+    xs, fns, got, rounds = _time_together(cfg, dev, sh, dtype, ops)
     for name, (backend, _) in fns.items():
         report(name, backend, got[name])
     sdpa_ms = got[O.BASELINE_OP].median_ms
@@ -165,6 +151,30 @@ def timings(ctx, T: int, dtype: torch.dtype, ops: list[str], peak: float | None 
     for rec in cell.pending:
         rec["loadavg_after"] = os.getloadavg()
     cell.commit()
+
+
+def _time_together(
+    cfg, dev, sh: O.Shape, dtype: torch.dtype, ops: list[str]
+) -> tuple[dict[str, dict], dict[str, tuple[str, Callable[[], object]]], dict[str, Timing], dict[str, list[float]]]:
+    """(inputs by op, name -> (backend, call), timings by name, rounds) for SDPA, every op and its parts.
+
+    SDPA and every op call by call in turn (bench.timing.time_alternating): drift in the
+    machine hits both sides of every ratio alike; on CUDA, each alone (do_bench syncs and flushes).
+    """
+    fns: dict[str, tuple[str, Callable[[], object]]] = {}  # name -> (backend, the call)
+    xs = {O.BASELINE_OP: O.make_inputs(O.BASELINE_OP, sh, dtype, dev)}
+    fns[O.BASELINE_OP] = ("sdpa", partial(O.sdpa_causal, xs[O.BASELINE_OP]))
+    for op in ops:
+        xs[op] = x = O.make_inputs(op, sh, dtype, dev)
+        fns[op] = ("reference", partial(O.run, op, "reference", x, sh))
+        for part, fn in spec_of_op(op).parts(x, sh, "reference").items():  # msa: its two parts alone
+            fns[part] = ("reference", fn)
+    with torch.no_grad():
+        if dev.type == "cpu":
+            got, rounds = time_alternating({n: f for n, (_, f) in fns.items()}, min_run_time=cfg.kernels.min_run_time, repeats=5)
+        else:
+            got, rounds = {n: time_fn(f, dev, min_run_time=cfg.kernels.min_run_time) for n, (_, f) in fns.items()}, {}
+    return xs, fns, got, rounds
 
 
 def flex(ctx, cell, op, x, sh, sdpa_ms, timed, common, load_before) -> None:

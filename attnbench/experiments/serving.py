@@ -13,8 +13,8 @@
 2. Verify k (speed, this CPU): k = 1 .. 8 draft tokens after a prefilled context, checked in
    one forward against k single steps, medians of repeated timings with p25 / p75; the bytes
    this implementation keeps to roll them back (a snapshot: a length for growing caches, the
-   lightning state, a copy of the ring); projected onto the GPU profiles (costmodel.verify_cost).
-3. Prefix caching and rollback, costed (costmodel.prefix_cache_bytes, prefix_recompute_tokens,
+   lightning state, a copy of the ring); projected onto the GPU profiles (costmodel_serving.verify_cost).
+3. Prefix caching and rollback, costed (costmodel_serving.prefix_cache_bytes, prefix_recompute_tokens,
    rollback_bytes): per design and production preset, ``projected``.
 """
 
@@ -25,7 +25,7 @@ import time
 import numpy as np
 import torch
 
-from attnbench.bench import costmodel, memory
+from attnbench.bench import costmodel, costmodel_serving, memory
 from attnbench.bench.calibrate import load_profile
 from attnbench.bench.presets import PRESETS, from_model
 from attnbench.designs import spec_of
@@ -225,8 +225,8 @@ def verify_timing(ctx, name: str, model, n: int, chunk: int) -> None:
             "bytes",
             "measured",
             method="snapshot",
-            projected_states=costmodel.rollback_bytes(arch, k, "float32", strategy="states"),
-            projected_recompute=costmodel.rollback_bytes(arch, k, "float32", strategy="recompute"),
+            projected_states=costmodel_serving.rollback_bytes(arch, k, "float32", strategy="states"),
+            projected_recompute=costmodel_serving.rollback_bytes(arch, k, "float32", strategy="recompute"),
             note="what this implementation keeps (model/serving.rollback: a length, the lightning state, a ring copy)",
             **common,
         )
@@ -251,21 +251,21 @@ def costs(ctx, name: str, arch, preset: str | None = None) -> None:
     extra = {"preset": preset} if preset else {}
     for P in PREFIX_LENS:
         common = dict(context_len=P, save_every=SAVE_EVERY, dtype="bfloat16", method="analytic", **extra)
-        cell.record(name, "serving/prefix_bytes", costmodel.prefix_cache_bytes(arch, P, SAVE_EVERY), "bytes", "projected", **common)
+        cell.record(name, "serving/prefix_bytes", costmodel_serving.prefix_cache_bytes(arch, P, SAVE_EVERY), "bytes", "projected", **common)
         cell.record(name, "serving/prefix_plain_bytes", memory.cache_bytes(arch, P), "bytes", "projected", **common)
-    worst = costmodel.prefix_recompute_tokens(arch, SAVE_EVERY - 1, SAVE_EVERY)
+    worst = costmodel_serving.prefix_recompute_tokens(arch, SAVE_EVERY - 1, SAVE_EVERY)
     cell.record(name, "serving/prefix_recompute_tokens", worst / 2, "tokens", "projected", save_every=SAVE_EVERY, worst=worst, **extra)
     for k in KS:
-        for strategy in costmodel.ROLLBACK_STRATEGIES:
+        for strategy in costmodel_serving.ROLLBACK_STRATEGIES:
             cell.record(
                 name,
                 "serving/rollback_bytes",
-                costmodel.rollback_bytes(arch, k, strategy=strategy),
+                costmodel_serving.rollback_bytes(arch, k, strategy=strategy),
                 "bytes",
                 "projected",
                 k=k,
                 method=strategy,
-                recompute_tokens=costmodel.rollback_recompute_tokens(arch, k - 1, strategy),
+                recompute_tokens=costmodel_serving.rollback_recompute_tokens(arch, k - 1, strategy),
                 **extra,
             )
     n = 4096
@@ -274,7 +274,7 @@ def costs(ctx, name: str, arch, preset: str | None = None) -> None:
         hw = load_profile(profile)
         step = costmodel.model_cost(arch, "decode", n, moe=moe).seconds(hw, "bfloat16")
         for k in KS:
-            one = costmodel.verify_cost(arch, n, k, moe=moe).seconds(hw, "bfloat16")
+            one = costmodel_serving.verify_cost(arch, n, k, moe=moe).seconds(hw, "bfloat16")
             cell.record(
                 name,
                 "serving/verify_speedup",

@@ -34,7 +34,8 @@ from .caveats import caveats
 from .data import FIGURE_DIR, RunData, is_preset, load
 from .figures import FIGURES, render
 from .pdf import PdfError, html_to_pdf
-from .tables import DECISION_METRICS, decision_table, other_table, presets_table, training_table
+from .tables import DECISION_METRICS, decision_table
+from .tables_extra import other_table, presets_table, training_table
 from .tables_serving import serving_table
 
 

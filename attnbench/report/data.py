@@ -14,7 +14,8 @@ import pandas as pd
 
 from attnbench.designs import DESIGN_ORDER  # the order tables and legends list designs in; unknown names follow alphabetically
 from attnbench.results import scan
-from attnbench.verdicts.quality import add_learned, add_levels, training
+from attnbench.verdicts.quality import add_learned, add_levels
+from attnbench.verdicts.quality_training import training
 from attnbench.verdicts.records import LEN_1M as LEN_1M
 from attnbench.verdicts.records import LEN_4M as LEN_4M
 from attnbench.verdicts.records import LEN_128K as LEN_128K

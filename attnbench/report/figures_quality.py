@@ -54,23 +54,7 @@ def niah_heatmap(df: pd.DataFrame) -> Figure | None:
     cells = []  # (ax, grid, marks) to number once the layout has sized the cells
     for k, (ax, (name, task)) in enumerate(zip(axes, facets)):
         g = d[(d["design"] == name) & (d["task"] == task)]
-        grid = np.full((len(depths), len(lens)), np.nan)
-        marks: dict[tuple[int, int], str] = {}
-        for (depth, length), cell in g.groupby(["depth", "context_len"]):
-            i, j = depths.index(depth), lens.index(length)
-            ok = cell[cell["status"].isin(("measured",) + NOT_MEASURED)]
-            if not ok.empty:
-                grid[i, j] = ok["v"].mean()
-                marks[(i, j)] = "projected" if ok["status"].isin(NOT_MEASURED).all() else ("partial" if ok["partial"].any() else "")
-            else:
-                marks[(i, j)] = "failed" if (cell["status"] == "failed").any() else "skipped"
-        whole = g[g["depth"].isna() & g["status"].isin(["skipped", "failed"]) & g["sample"].isna()]  # a length skipped at every depth
-        for length, cell in whole.groupby("context_len"):
-            if length in lens:
-                j = lens.index(length)
-                for i in range(len(depths)):
-                    if np.isnan(grid[i, j]):
-                        marks[(i, j)] = "failed" if (cell["status"] == "failed").any() else "skipped"
+        grid, marks = _heatmap_cells(g, depths, lens)
         im = ax.imshow(grid, cmap=cmap, vmin=0, vmax=1, aspect="auto", interpolation="nearest")
         for i in range(len(depths)):
             for j in range(len(lens)):
@@ -115,10 +99,38 @@ def niah_heatmap(df: pd.DataFrame) -> Figure | None:
         fig.legend(handles, labels, loc="outside lower center", ncols=min(3, len(handles)), handlelength=1.6)
         w, h = fig.get_size_inches()
         fig.set_size_inches(w, h + 0.2 * -(-len(handles) // 3))  # room for the key: the panels keep their height
+    _number_cells(fig, cells, len(depths), len(lens))
+    return fig
+
+
+def _heatmap_cells(g: pd.DataFrame, depths: list, lens: list) -> tuple[np.ndarray, dict[tuple[int, int], str]]:
+    """One panel's accuracy grid (depth x length) and each cell's kind (HEATMAP_CELLS; "": measured)."""
+    grid = np.full((len(depths), len(lens)), np.nan)
+    marks: dict[tuple[int, int], str] = {}
+    for (depth, length), cell in g.groupby(["depth", "context_len"]):
+        i, j = depths.index(depth), lens.index(length)
+        ok = cell[cell["status"].isin(("measured",) + NOT_MEASURED)]
+        if not ok.empty:
+            grid[i, j] = ok["v"].mean()
+            marks[(i, j)] = "projected" if ok["status"].isin(NOT_MEASURED).all() else ("partial" if ok["partial"].any() else "")
+        else:
+            marks[(i, j)] = "failed" if (cell["status"] == "failed").any() else "skipped"
+    whole = g[g["depth"].isna() & g["status"].isin(["skipped", "failed"]) & g["sample"].isna()]  # a length skipped at every depth
+    for length, cell in whole.groupby("context_len"):
+        if length in lens:
+            j = lens.index(length)
+            for i in range(len(depths)):
+                if np.isnan(grid[i, j]):
+                    marks[(i, j)] = "failed" if (cell["status"] == "failed").any() else "skipped"
+    return grid, marks
+
+
+def _number_cells(fig: Figure, cells: list, n_depths: int, n_lens: int) -> None:
+    """Write each measured cell's accuracy in it, at a size the laid-out cell holds (none when too small)."""
     fig.draw_without_rendering()  # the constrained layout: now each cell's size is known
     for ax, grid, marks in cells:
         box = ax.get_window_extent()
-        w_pt, h_pt = (box.width / len(lens), box.height / len(depths))
+        w_pt, h_pt = (box.width / n_lens, box.height / n_depths)
         w_pt, h_pt = w_pt * 72 / fig.dpi, h_pt * 72 / fig.dpi
         size = min(7.0, 0.85 * w_pt / 2.4, 0.55 * h_pt)  # "0.83" is about 2.3 em wide
         if size < 4.5:
@@ -126,7 +138,6 @@ def niah_heatmap(df: pd.DataFrame) -> Figure | None:
         for (i, j), mark in marks.items():
             if mark in ("", "partial", "projected") and not np.isnan(grid[i, j]):
                 ax.text(j, i, f"{grid[i, j]:.2f}", ha="center", va="center", fontsize=size, fontstyle="italic" if mark else "normal")
-    return fig
 
 
 HEATMAP_CELLS: dict[str, dict[str, Any]] = {  # the patch drawn over a cell of each kind (a plain colour: measured)

@@ -1,6 +1,6 @@
-"""What the accuracies may be read as: chance and floor levels, intervals, learned flags, how
-each model was trained, and effective context lengths. The tables, figures and claims all
-take these from here.
+"""What the accuracies may be read as: chance and floor levels, intervals, learned flags and
+effective context lengths (how each model was trained is read in quality_training.py). The
+tables, figures and claims all take these from here.
 
 Learned. A model "learned the task" when the 95% Wilson lower bound of its accuracy on the
 task at its own training length (records ``train/acc``) is at least ``LEARNED_LOWER_BOUND``,
@@ -27,7 +27,6 @@ import pandas as pd
 
 from attnbench.stats import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, cluster_bootstrap, wilson
 from attnbench.tasks.levels import Levels, task_levels
-from attnbench.tasks.stage import passed_len
 from attnbench.tasks.vocab import Vocab
 
 LEARNED_LOWER_BOUND = 0.8
@@ -149,7 +148,8 @@ def run_configs(headers: list[dict]) -> dict[str, dict]:
     return out
 
 
-def _get(cfg: dict, path: str, default=None):
+def config_value(cfg: dict, path: str, default=None):
+    """The value at a dotted ``path`` of a config dict, or ``default`` where it has none."""
     for part in path.split("."):
         if not isinstance(cfg, dict) or part not in cfg:
             return default
@@ -193,23 +193,23 @@ def record_levels(row, cfg: dict) -> Levels | None:
     if not isinstance(task, str) or not cfg:
         return None
     task_cfg = (
-        int(_get(cfg, "task.n_keys", 64)),
-        int(_get(cfg, "task.n_values", 16)),
-        int(_get(cfg, "task.n_filler", 64)),
-        str(_get(cfg, "task.haystack", "noise")),
-        float(_get(cfg, "task.value_noise", 0.0)),
+        int(config_value(cfg, "task.n_keys", 64)),
+        int(config_value(cfg, "task.n_values", 16)),
+        int(config_value(cfg, "task.n_filler", 64)),
+        str(config_value(cfg, "task.haystack", "noise")),
+        float(config_value(cfg, "task.value_noise", 0.0)),
     )
     if task.startswith("niah_"):
-        return _levels(task_cfg, task, tuple(float(d) for d in _get(cfg, "eval.depths", [0.0, 0.25, 0.5, 0.75, 1.0])), 1, 2, False)
+        return _levels(task_cfg, task, tuple(float(d) for d in config_value(cfg, "eval.depths", [0.0, 0.25, 0.5, 0.75, 1.0])), 1, 2, False)
     if task == "mqar" and pd.notna(row.get("n_pairs")):  # exp=capacity: its last stage with the record's pair count
-        last = dict((_get(cfg, "train.stages", []) or [{}])[-1])
+        last = dict((config_value(cfg, "train.stages", []) or [{}])[-1])
         return _mqar_levels(task_cfg, tuple(sorted(last.items())), int(row["n_pairs"]))
     if task == "multihop":
         hop_task = row.get("hop_task") if isinstance(row.get("hop_task"), str) else "chain"
         hops = int(row["hops"]) if pd.notna(row.get("hops")) else 1
         # records before compositional probes (no `scoring`) scored every hop with every key given
         lookups = row.get("metric") == "multihop/lookup_acc" or row.get("scoring") != FINAL
-        return _levels(task_cfg, hop_task, (), hops, int(_get(cfg, "eval.chains", 2)), lookups)
+        return _levels(task_cfg, hop_task, (), hops, int(config_value(cfg, "eval.chains", 2)), lookups)
     return None
 
 
@@ -239,109 +239,7 @@ def levels_of(d: pd.DataFrame) -> tuple[float, float]:
     return float(d["chance"].mean()), float(d["floor"].mean())
 
 
-# ---------------------------------------------------------------- training and learned
-
-
-def training(df: pd.DataFrame, headers: list[dict]) -> pd.DataFrame:
-    """How each model was trained, one row per (experiment, design, seed) (its latest record):
-    train_len (the longest stage passed), rule, steps, tokens, stop_reason, status, stage, source."""
-    configs = run_configs(headers)
-    rows = []
-    # one row per (experiment, design, seed): multihop's models continue needle_4m's under the
-    # same design name but are other models (other stages, another true training length), and
-    # each seed is a model of its own
-    for (exp, name, seed), g in df[df["metric"] == "train/steps_to_floor"].groupby(["exp", "design", "seed"], sort=False, dropna=False):
-        r = g.iloc[-1]
-        df_seed = df if pd.isna(seed) else df[df["seed"] == seed]
-        if isinstance(r.get("rule"), dict):  # written by this version: the facts are in the record
-            rule, train_len, stop, steps = r["rule"], r["train_len"], r.get("stop_reason"), r.get("steps")
-        else:  # older records: what they imply, with the run's curriculum
-            stages = _get(configs.get(r["run_dir"], {}), "train.stages", []) or []
-            rule = {"name": "none recorded (before the fair rule: each design ran under its own limits)"}
-            train_len = passed_len(stages, int(r.get("final_stage") or 1), str(r.get("train_status") or ""))
-            stop, steps = _old_stop(r), (r["v"] if pd.notna(r["v"]) else None)
-            if steps is None:  # older records said steps only when the floor was reached
-                steps = _old_steps(df, name, r.get("tokens"))
-        stage = f"{int(r['final_stage'])}/{int(r['n_stages'])}" if pd.notna(r.get("final_stage")) and pd.notna(r.get("n_stages")) else ""
-        chain = chain_tokens(df_seed, exp, name, _get(configs.get(r["run_dir"], {}), "train.stages", []) or [], r.get("tokens"))
-        rates = df_seed[(df_seed["metric"] == "train/stage_rate") & (df_seed["exp"] == exp) & (df_seed["design"] == name)]
-        last = rates.sort_values("stage").iloc[-1] if not rates.empty else None  # the last stage it trained on
-        rows.append(
-            {
-                "exp": exp,
-                "design": name,
-                "seed": seed,
-                "rule": rule,
-                "train_len": train_len,
-                "stop_reason": stop,
-                "steps": steps,
-                "steps_exact": steps is not None,
-                "tokens": r.get("tokens"),
-                "status": r.get("train_status"),
-                "stage": stage,
-                "source": r.get("source") if isinstance(r.get("source"), str) else str(r.get("note") or ""),
-                "chain_tokens": chain,
-                "rate": None if last is None else {k: last.get(k) for k in ("stage", "v", "gflops", "fraction_of_peak", "threads")},
-            }
-        )
-    return pd.DataFrame(
-        rows,
-        columns=[
-            "exp",
-            "design",
-            "seed",
-            "rule",
-            "train_len",
-            "stop_reason",
-            "steps",
-            "steps_exact",
-            "tokens",
-            "status",
-            "stage",
-            "source",
-            "chain_tokens",
-            "rate",
-        ],
-    )
-
-
-def chain_tokens(df: pd.DataFrame, exp, design: str, stages: list, total) -> float:
-    """Training tokens a model spent from its first chain stage (``hops`` > 0) to its end: the
-    budget that issue 25 asks to count apart (the same for every design, from the first chain
-    stage). From the loss curve's records (``stage`` is 1-based there): the tokens at the first
-    logged step of that stage (logged every ``train.log_every`` steps, so it undercounts by at
-    most that many steps). NaN without chain stages or curve records."""
-    first = next((i + 1 for i, st in enumerate(stages) if isinstance(st, dict) and int(st.get("hops") or 0) > 0), None)
-    if first is None or total is None or pd.isna(total):
-        return float("nan")
-    c = df[(df["metric"] == "train/loss") & (df["design"] == design) & (df["exp"] == exp)]
-    c = c[pd.to_numeric(c.get("stage"), errors="coerce") >= first] if "stage" in c.columns else c.iloc[0:0]
-    if c.empty or c["tokens"].isna().all():
-        return float("nan")
-    return float(total) - float(c["tokens"].min())
-
-
-def _old_stop(r) -> str:
-    status = r.get("train_status")
-    return {
-        "done": "reached the floor at the last stage",
-        "stalled": "passed no stage within its patience",
-        "budget": "hit its wall-clock budget",
-        "max_steps": "hit train.max_steps",
-        "failed": f"failed: {r.get('failure')}",
-    }.get(status, str(status))
-
-
-def _old_steps(df: pd.DataFrame, name: str, tokens) -> float | None:
-    """Steps of an older record that did not reach the floor (it did not say): the last logged
-    loss-curve step, plus the tokens spent after it over the tokens a step took there."""
-    c = df[(df["metric"] == "train/loss") & (df["design"] == name)].dropna(subset=["step", "tokens"])
-    c = c.drop_duplicates("step").sort_values("step")
-    if len(c) < 2 or tokens is None or pd.isna(tokens):
-        return None
-    (s0, t0), (s1, t1) = c[["step", "tokens"]].iloc[-2], c[["step", "tokens"]].iloc[-1]
-    per_step = (t1 - t0) / (s1 - s0)  # logged tokens count the step logged (step s: s + 1 steps done)
-    return float(s1 + 1 + round((tokens - t1) / per_step)) if per_step > 0 else None
+# ---------------------------------------------------------------- learned
 
 
 @dataclass
