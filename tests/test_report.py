@@ -190,6 +190,20 @@ def test_two_runs_of_one_cell_share_their_first_haystacks_and_count_them_once():
     assert pooled_acc(pd.DataFrame([*rows, other])).fraction == "328/400"
 
 
+def test_a_cell_pooled_over_seeds_shows_each_seed_and_the_spread(tmp_path):
+    """The decision table's accuracy: the pooled value, then each seed's own and max minus min."""
+    data = load([write_run(tmp_path / "r")])
+    df = data.records
+    one = df[(df["metric"] == "niah/acc") & (df["design"] == "lightning") & (df["context_len"] == 256)].iloc[:1].copy()
+    one["depth"], one["v"], one["n"], one["seed"] = float("nan"), 0.5, 20, 0
+    two = one.assign(v=0.8, seed=1, run_dir="other")
+    cell = column(cells(decision_table(pd.concat([df, one, two], ignore_index=True), data.train))["lightning"], "NIAH accuracy", "256")
+    assert cell.text == "0.65" and cell.sub.endswith("s0 0.50 · s1 0.80 (spread 0.30)")
+    assert "per seed seed 0 10/20, seed 1 16/20" in cell.title
+    alone = column(cells(decision_table(pd.concat([df, one], ignore_index=True), data.train))["lightning"], "NIAH accuracy", "256")
+    assert "spread" not in alone.sub and "per seed" not in alone.title
+
+
 def test_summary_never_averages_measured_with_projected():
     df = pd.DataFrame({"status": ["measured", "projected"], "v": [2.0, 100.0], "note": [None, None]})
     cell = summarize(df)

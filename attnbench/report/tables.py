@@ -42,8 +42,10 @@ from attnbench.verdicts.quality import (
     experiment_task,
     learned,
     levels_of,
+    per_seed,
     pooled_acc,
     relative_effective_length,
+    seed_spread,
 )
 
 from .tables_training import primary_training, training_cells
@@ -108,12 +110,14 @@ def acc_cell(d: pd.DataFrame, title: str = "") -> Cell:
     # (records of other metrics carry a field of that name too, eval/budget_summary's: NaN elsewhere)
     part = d[d["partial"].eq(True)] if "partial" in d else d.iloc[0:0]
     partial = f"{part['ran'].iloc[0]:.0f} of {part['planned'].iloc[0]:.0f} haystacks" if not part.empty else ""
+    seeds = per_seed(d)  # several seeds' models pooled: each seed's own value beside the pooled one
+    by_seed = "; per seed " + ", ".join(f"seed {s} {a.fraction}" for s, a in sorted(seeds.items())) if seeds else ""
     return Cell(
         f"{acc.p:.2f}" + (" ◐" if partial else ""),
         "",
-        f"{acc.text()}: {count}95% Wilson interval{levels}{'; ' + title if title else ''}"
+        f"{acc.text()}: {count}95% Wilson interval{levels}{by_seed}{'; ' + title if title else ''}"
         + (f"; partial: {partial} ran, the budget ran out for the rest" if partial else ""),
-        sub=f"[{acc.lo:.2f}–{acc.hi:.2f}]" + (f" {partial}" if partial else ""),
+        sub=f"[{acc.lo:.2f}–{acc.hi:.2f}]" + (f" {partial}" if partial else "") + (f" {seed_spread(seeds)}" if seeds else ""),
     )
 
 
@@ -348,7 +352,9 @@ def decision_table(df: pd.DataFrame, train: pd.DataFrame | None = None, *, drop_
 def _decision_note(rule_note: str) -> str:
     """The decision table's note: how each column is computed."""
     return (
-        "Accuracy: exact match, depths and seeds pooled, 95% Wilson interval; chance = a uniform guess among the task's "
+        "Accuracy: exact match, depths and seeds pooled, 95% Wilson interval (where models of several seeds were "
+        "measured, each seed's own accuracy follows, s0 s1 ..., with the spread, max minus min); a haystack two runs share "
+        "counted once; chance = a uniform guess among the task's "
         "answers, floor = a uniform guess among this context's needle values (no lookup). Learned: the 95% lower bound "
         f"of the task at the model's own training length >= {LEARNED_LOWER_BOUND} (* decided on single needles: no "
         "experiment-task check recorded); a design that did not learn is shown, never used for a verdict. Trained to: "

@@ -89,6 +89,23 @@ def pooled_acc(g: pd.DataFrame) -> Acc | None:
     return Acc(float("nan"), float("nan"), p, lo, hi)
 
 
+def per_seed(g: pd.DataFrame) -> dict[int, Acc]:
+    """Each seed's own pooled accuracy (pooled_acc of its records): the spread a pooled cell hides.
+    Empty where the records name fewer than two seeds."""
+    if "seed" not in g.columns:
+        return {}
+    out = {int(s): a for s, gs in g.groupby("seed") if (a := pooled_acc(gs)) is not None}
+    return out if len(out) > 1 else {}
+
+
+def seed_spread(accs: dict[int, Acc]) -> str:
+    """'s0 0.85 · s1 0.79 · s2 0.83 (spread 0.06)': each seed's accuracy, and max minus min."""
+    if not accs:
+        return ""
+    ps = [a.p for a in accs.values()]
+    return " · ".join(f"s{s} {a.p:.2f}" for s, a in sorted(accs.items())) + f" (spread {max(ps) - min(ps):.2f})"
+
+
 # ---------------------------------------------------------------- the haystack as the unit
 
 PROBE_METRIC = {"niah/acc": "niah/probe", "multihop/acc": "multihop/probe"}  # each accuracy's per-probe records
