@@ -179,7 +179,14 @@ def test_two_runs_of_one_cell_share_their_first_haystacks_and_count_them_once():
     another seed's run is other haystacks and adds its own."""
     from attnbench.verdicts.quality import pooled_acc
 
-    base = {"design": "h", "metric": "niah/acc", "task": "niah_multikey", "context_len": 4096.0, "depth": float("nan"), "status": "measured"}
+    base = {
+        "design": "h",
+        "metric": "niah/acc",
+        "task": "niah_multikey",
+        "context_len": 4096.0,
+        "depth": float("nan"),
+        "status": "measured",
+    }
     rows = [
         {**base, "run_dir": "needle_4m/run", "seed": 0, "n": 30.0, "v": 27 / 30},
         {**base, "run_dir": "needle_4x/run_seed0", "seed": 0, "n": 200.0, "v": 170 / 200},
