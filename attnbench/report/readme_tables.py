@@ -173,7 +173,8 @@ def needle_by_seed(data: RunData) -> pd.DataFrame:
                 row[f"seed {s}"] = f"{a.text()}, {a.counted}" if a is not None else "—"
             a = haystack_acc(df, "niah/acc", name, L, task=task)
             row["seeds pooled"] = f"{a.text()}, {a.counted}" if a is not None and len(seeds) > 1 else "—"
-            rows.append(row)
+            if any(v != "—" for k, v in row.items() if k.startswith("seed")):  # a length no seed measured (skipped) has no row
+                rows.append(row)
     every = sorted({c for r in rows for c in r if c.startswith("seed ") and c != "seeds pooled"}, key=lambda c: int(c.split()[1]))
     return pd.DataFrame(rows, columns=["design", "length", *every, "seeds pooled"]).fillna("—")
 
