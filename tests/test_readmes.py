@@ -64,3 +64,10 @@ def test_every_readme_table_can_be_made_from_a_run_that_has_just_started(tmp_pat
     data = load([tmp_path])
     for name, make in TABLES.items():
         assert isinstance(make(data), pd.DataFrame), name
+
+
+def test_recorded_run_folders_have_short_names():
+    """A run's folder says what it varies in a few characters (plateau_probe's sweeps name theirs
+    by hydra.sweep.subdir, e.g. heads/h8_conv0_lr0.001), never Hydra's override string."""
+    long = [p.relative_to(ROOT).as_posix() for p in (ROOT / "experiments").rglob("*") if p.is_dir() and len(p.name) > 40]
+    assert not long, f"folder names over 40 characters: {long}"
