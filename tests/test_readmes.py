@@ -71,3 +71,16 @@ def test_recorded_run_folders_have_short_names():
     by hydra.sweep.subdir, e.g. heads/h8_conv0_lr0.001), never Hydra's override string."""
     long = [p.relative_to(ROOT).as_posix() for p in (ROOT / "experiments").rglob("*") if p.is_dir() and len(p.name) > 40]
     assert not long, f"folder names over 40 characters: {long}"
+
+
+def test_the_by_seed_table_has_no_row_for_a_length_no_seed_measured(tmp_path):
+    """needle_4x/by_seed: a length every seed skipped (msa at 2K, the hybrid's whole 4K in the
+    fixture) gets no row of dashes; a measured one keeps its row."""
+    from report_fixtures import write_run
+
+    from attnbench.report.data import load
+    from attnbench.report.readme_tables import needle_by_seed
+
+    t = needle_by_seed(load([write_run(tmp_path / "r")]))
+    rows = set(zip(t["design"], t["length"]))
+    assert ("msa", "1K") in rows and ("msa", "2K") not in rows and ("lightning_hybrid", "4K") not in rows
