@@ -148,3 +148,27 @@ def test_learned_designs_get_their_short_cells_before_a_design_that_did_not_lear
     got = cells(planned)
     assert all(got.get((n, L)) == ["short"] * 6 for n in ("hybrid", "softmax") for L in LENGTHS[:3])
     assert ("lightning", K) in got and ("lightning", 16 * K) not in got
+
+
+def test_leftovers_go_cheapest_first_so_a_costly_short_cell_does_not_take_the_pool():
+    # the quiet needle_4m run of issue 29: after the fair pass, one design's 256K cell (costly,
+    # quadratic) and the headline hybrid's 4M cell (cheaper) both wait, and the pool covers
+    # either but not both; in ascending length the 256K cell took it and the 4M cell was skipped.
+    per = {"hybrid": 3e-5, "softmax": 1e-5, "lightning": 1e-5}
+
+    def est(name, L, g_i, group):
+        return Estimate(per[name] * L + (4e-9 * L * L if name == "softmax" else 0.0), 1e6, "synthetic")
+
+    def cost(name, L):
+        return est(name, L, 0, {}).seconds * haystacks(L)
+
+    short = sum(cost(n, L) for n in per for L in LENGTHS[:3])
+    fair = sum(cost("hybrid", L) for L in LENGTHS[3:6]) + cost("softmax", 64 * K) + sum(cost("lightning", L) for L in LENGTHS[3:])
+    pool = cost("softmax", 256 * K) + cost("hybrid", 4096 * K) / 2
+    budget = short + fair + pool
+    share = (fair + pool) / 3
+    assert sum(cost("hybrid", L) for L in LENGTHS[3:]) > share and cost("softmax", 64 * K) + cost("softmax", 256 * K) > share
+    planned, skipped = plan_grid(["hybrid", "softmax", "lightning"], LENGTHS, [{}], est, haystacks, budget, 1e12, 16 * K, "test")
+    got = cells(planned)
+    assert got[("hybrid", 4096 * K)] == ["leftover"] * 2
+    assert ("softmax", 256 * K) not in got and any(c["design"] == "softmax" and c["context_len"] == 256 * K for c, _, _ in skipped)

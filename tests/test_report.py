@@ -455,3 +455,11 @@ def test_the_summary_names_the_model_size_range(tmp_path):
     data = load([write_run(tmp_path / "run")])
     sizes = dict(facts(data))["model sizes"]
     assert sizes.startswith("100,000-100,000 active parameters, width 64"), sizes
+    # a run that trained no model (a kernel or preset run at a production width) adds no width
+    kernels = tmp_path / "kernels"
+    kernels.mkdir()
+    head = json.loads((tmp_path / "run" / "results.jsonl").read_text().splitlines()[0])
+    head["config"]["model"] = {**head["config"]["model"], "d_model": 384}
+    (kernels / "results.jsonl").write_text(json.dumps(head) + "\n")
+    sizes = dict(facts(load([tmp_path / "run", kernels])))["model sizes"]
+    assert sizes.startswith("100,000-100,000 active parameters, width 64:"), sizes

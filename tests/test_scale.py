@@ -33,7 +33,7 @@ MODEL_FILES = resources.files("attnbench.conf").joinpath("model")
 def test_every_rung_file_follows_the_one_rule_and_width_64_is_tiny():
     cfg = compose_cfg(["+exp=scale"])
     assert S.ladder_model(cfg.model, 64) == config_dict(cfg.model) and cfg.model.name == "tiny"
-    for w in (32, 128, 256):
+    for w in (16, 32, 128, 256):
         written = OmegaConf.to_container(OmegaConf.load(str(MODEL_FILES.joinpath(f"w{w}.yaml"))))
         ruled = S.ladder_model(cfg.model, w)
         assert written == {k: ruled[k] for k in written}, w

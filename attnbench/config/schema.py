@@ -298,7 +298,7 @@ class ScaleConfig:
     tokens per active parameter are the same at every width and the base width keeps its
     budgets (and finds the models trained under them)."""
 
-    widths: List[int] = field(default_factory=lambda: [32, 64, 128])  # model.d_model of each rung
+    widths: List[int] = field(default_factory=lambda: [16, 32, 64])  # model.d_model of each rung (128, 256: GPU rungs)
     seeds: List[int] = field(default_factory=lambda: [0, 1])
     reference: str = "softmax"  # the design whose active parameters size a rung's token budget
     needle_token_budget: int = 40_000_000  # the needle curriculum's budget at the base width (needle_4m's: train.token_budget's default)

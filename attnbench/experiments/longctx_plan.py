@@ -51,16 +51,16 @@ def plan_grid(
     """Which (design, length, group) cells run, in run order; the rest skipped with a reason.
 
     estimate(name, L, g_i, group) -> Estimate of one haystack; haystacks(L) -> haystacks a cell;
-    left: seconds of the budget left. Three passes, each in ascending length, the headline
+    left: seconds of the budget left. Three passes, the first two in ascending length, the headline
     design (names[0]) first at each length:
       short     every design at every length <= short_len (the short cells are never starved);
       fair      what is left is shared equally among the designs that learned: each takes its
                 longer lengths while their total fits its share (so no design's long cells
                 starve the others);
-      leftover  the shares a design could not use go to the cells still waiting (the designs
-                whose cells cost the most, e.g. quadratic ones, get every length that still
-                fits), the cells of the designs in `unlearned` last: a model that never passed
-                a curriculum stage says nothing about its design far past it.
+      leftover  the shares a design could not use go to the cells still waiting, cheapest
+                first (the designs whose cells cost the most, e.g. quadratic ones, get what
+                still fits after them), the cells of the designs in `unlearned` last: a model
+                that never passed a curriculum stage says nothing about its design far past it.
     A cell needs all its haystacks to fit. setup(name, L): seconds a design's first cell at L
     costs once before it (its prefill's compile), charged to the first such cell taken. The short
     pass takes the learned designs' cells before those of `unlearned`. Returns planned
@@ -149,7 +149,10 @@ def _fair_pass(plan: _Plan, waiting: list, names: list[str], unlearned: frozense
 
 def _leftover_pass(plan: _Plan, rest: list, unlearned: frozenset[str], share: float, pool: float, skipped: list) -> None:
     """The seconds the shares left go to the cells still waiting, the unlearned designs' last."""
-    rest.sort(key=lambda cell: cell[1] in unlearned)  # stable: ascending length within each part
+    # cheapest first (the most cells for the seconds left; a design's longer cells cost more, so
+    # each design's stay in ascending length): in ascending length, one quadratic design's 256K
+    # cell took the pool that the headline hybrid's 4M cell needed, at a third of its cost
+    rest.sort(key=lambda cell: (cell[1] in unlearned, plan.cost(cell)))
     for cell in rest:
         c = plan.cost(cell)
         if c <= pool:

@@ -178,9 +178,18 @@ def facts(data: RunData) -> list[tuple[str, str]]:
     counts = df["status"].value_counts()
     exps = ", ".join(sorted({str(e) for e in df["exp"].dropna()} | {str(h.get("exp")) for h in data.headers}))
     devices = ", ".join(sorted({str(d) for d in df["device"].dropna()})) or "—"
-    active = df.loc[(df["metric"] == "params/active") & ~is_preset(df), "v"].dropna()
+    # the trained task models only: each run's own backbone (its header's model) where the run
+    # recorded a model's parameters, and each width-ladder model (scale/model: width and active)
+    models = df[(df["metric"] == "params/active") & ~is_preset(df)]
+    ladder = df[df["metric"] == "scale/model"]
+    active = pd.concat([models["v"], ladder["v"]]).dropna()
     widths = sorted(
-        {int(m["d_model"]) for h in data.headers if isinstance(m := (h.get("config") or {}).get("model"), dict) and m.get("d_model")}
+        {
+            int(m["d_model"])
+            for h in data.headers
+            if h.get("run_dir") in set(models["run_dir"]) and isinstance(m := (h.get("config") or {}).get("model"), dict) and m.get("d_model")
+        }
+        | ({int(w) for w in ladder["width"].dropna()} if "width" in ladder else set())
     )
     sizes = (
         f"{active.min():,.0f}-{active.max():,.0f} active parameters, width {', '.join(map(str, widths)) or '?'}: verdicts hold in this range only"

@@ -3,6 +3,8 @@ presets), registered with ``@table`` like the task-model tables in readme_tables
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pandas as pd
 
 from attnbench.designs import BASELINE_OP
@@ -153,15 +155,16 @@ def kernels_alternating(data: RunData) -> pd.DataFrame:
     sp = sp[(sp["status"] == "measured") & sp["method"].astype(str).str.startswith("alternating")]
     lat = metric(rec, "latency/prefill_ms")
     lat = lat[(lat["status"] == "measured") & (lat["method"] == "alternating")]
-    peak = metric(rec, "calibration/matmul_flops")["v"]
+    cal = metric(rec, "calibration/matmul_flops")
     rows = []
-    for L, g in lat.groupby("context_len"):
-        row = {"T": f"{L:.0f}"}
+    for (run, L), g in lat.groupby(["run_dir", "context_len"]):  # one row per run and length
+        row = {"run": Path(run).name, "T": f"{L:.0f}"}
         for _, r in g.iterrows():
-            s_ = sp[(sp["context_len"] == L) & (sp["op"] == r["op"])]
+            s_ = sp[(sp["run_dir"] == run) & (sp["context_len"] == L) & (sp["op"] == r["op"])]
             ratio = f", {s_['v'].iloc[0]:.1f}x [{s_['ratio_p25'].iloc[0]:.1f}, {s_['ratio_p75'].iloc[0]:.1f}]" if len(s_) else ""
             row[r["op"]] = f"{100 * r['peak_fraction']:.0f}% of roofline{ratio}"
-        row["peak (GFLOP/s)"] = f"{peak.iloc[-1] / 1e9:.0f}" if len(peak) else "—"
+        p_ = cal.loc[cal["run_dir"] == run, "v"]
+        row["peak (GFLOP/s)"] = f"{p_.iloc[-1] / 1e9:.0f}" if len(p_) else "—"
         row["load (1 min)"] = f"{g['load'].max():.2f}"
         rows.append(row)
     return pd.DataFrame(rows).fillna("—")
