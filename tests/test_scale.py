@@ -166,6 +166,12 @@ def test_scale_runs_at_a_tiny_size_records_fit_figures_and_c3(tmp_path, monkeypa
     )
 
     data = load([run])
+    # the README tables: a model row per (design, width, seed, phase), an accuracy row per (design, width)
+    from attnbench.report import readme_tables_scale as RT
+
+    assert len(RT.models(data)) == len(models) and len(RT.accuracy(data)) == 4
+    gaps = RT.gap(data)
+    assert set(gaps["design"]) == {"lightning_hybrid_h8"} and "d=16" in gaps["gap by width"].iloc[0]
     fit = F.fit_gap(data.records, "lightning_hybrid_h8", "chain", 1, (2,))
     assert fit is not None and fit.widths == [16, 32] and fit.seeds == {16: [0, 1], 32: [0, 1]}
     assert np.isfinite(fit.slope) and fit.slope_lo <= fit.slope_hi and fit.params[0] < fit.params[1]

@@ -54,7 +54,8 @@ def models(data: RunData) -> pd.DataFrame:
                 "status": r["train_status"],
                 "trained to": f"{int(r['train_len']):,}" if pd.notna(r.get("train_len")) and r["train_len"] else "no stage passed",
                 "steps": f"{int(r['steps']):,}",
-                "tokens / budget": f"{_tokens(r['tokens'])} / {_tokens(budget)}" + ("" if r["phase"] == "needle" else " (chain stages)"),
+                "tokens (all stages)": _tokens(r["tokens"]),
+                "token budget": _tokens(budget) + ("" if r["phase"] == "needle" else " from the first chain stage"),
                 "wall (min)": f"{r['wall_s'] / 60:.0f}",
             }
         )
