@@ -90,7 +90,9 @@ def starting_point(cfg, design_name: str, partial: Path) -> tuple[TrainState, di
             continued_from=base_record["key"],
         )
         if not base_record["reached_floor"]:  # it did not pass its own stages: the longer curriculum stops there too
-            st.stage, st.stage_starts = n - 1, list(base_record["stage_starts"])
+            # at the stage it had reached (not its curriculum's last: a model stuck at stage 1 of 6
+            # must not be recorded as at stage 6, with stage 5's length as its training length)
+            st.stage, st.stage_starts = int(base_record["final_stage"]) - 1, list(base_record["stage_starts"])
             st.status = base_record["status"]
         return st, torch.load(base / "final.pt", map_location="cpu", weights_only=True), None
     return TrainState(), None, None

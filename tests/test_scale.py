@@ -61,8 +61,21 @@ def test_width_64_keeps_the_shipped_models_and_their_budgets():
     assert f"softmax-{checkpoint_key(needle, 'softmax')}" in shipped and f"softmax-{checkpoint_key(chain, 'softmax')}" in shipped
 
 
-def test_budgets_scale_with_the_reference_active_parameters():
+def test_budgets_are_fair_v1s_at_every_width_by_default():
     cfg = compose_cfg(["+exp=scale"])
+    assert cfg.scale.budget_scaling == "fixed"
+    for w in (16, 32, 128):
+        b = S.budget_rule(cfg, w)
+        assert (b["needle_token_budget"], b["token_budget"], b["chain_token_budget"]) == (40_000_000, 200_000_000, 30_000_000)
+        assert b["budget_ratio"] == 1.0 and (b["active_ratio"] < 1.0 if w < 64 else b["active_ratio"] > 1.0)
+        assert "the same tokens for every model" in b["budget_rule"]
+    bad = compose_cfg(["+exp=scale", "scale.budget_scaling=chinchilla"])
+    with pytest.raises(ValueError, match="fixed or active_params"):
+        S.budget_rule(bad, 32)
+
+
+def test_budgets_scale_with_the_reference_active_parameters():
+    cfg = compose_cfg(["+exp=scale", "scale.budget_scaling=active_params"])
     base = S.active_params(cfg, "softmax")
     per_param = []
     for w in (32, 128):

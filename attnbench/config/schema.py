@@ -300,7 +300,8 @@ class ScaleConfig:
 
     widths: List[int] = field(default_factory=lambda: [16, 32, 64])  # model.d_model of each rung (128, 256: GPU rungs)
     seeds: List[int] = field(default_factory=lambda: [0, 1])
-    reference: str = "softmax"  # the design whose active parameters size a rung's token budget
+    budget_scaling: str = "fixed"  # fixed: fair-v1's budgets at every width; active_params: scaled by the reference's active parameters
+    reference: str = "softmax"  # the design whose active parameters size a rung's token budget (budget_scaling=active_params)
     needle_token_budget: int = 40_000_000  # the needle curriculum's budget at the base width (needle_4m's: train.token_budget's default)
     needle_probes: int = 100  # single-needle contexts a length, one needle each
     multikey_haystacks: int = 20  # multi-key haystacks a length (eval.depths needles each)

@@ -8,12 +8,16 @@ rule returns the base model unchanged, so its checkpoint keys are the shipped mo
 
 Training, per (seed, width, design): fair-v1 as everywhere, the needle curriculum (the stages
 without hops) and then the chain stages, continued from the needle model (train.prefix_model),
-as exp=multihop does. The token budgets scale with the model (``budget_rule``): a rung's
-budgets are the base width's times the reference design's active parameters there over those
-at the base width, the same for every design at a width. The base width keeps its budgets:
-``scale.needle_token_budget`` (needle_4m's) for the needle stages, ``train.token_budget`` and
-``train.chain_token_budget`` (conf/curriculum/chain.yaml, multihop's) for the chain stages.
-Nothing else changes with the width (learning rate, warm-up, batch, max_steps, patience).
+as exp=multihop does. The token budgets (``budget_rule``, ``scale.budget_scaling``) are by
+default fair-v1's own at every width (``fixed``): ``scale.needle_token_budget`` (needle_4m's)
+for the needle stages, ``train.token_budget`` and ``train.chain_token_budget``
+(conf/curriculum/chain.yaml, multihop's) for the chain stages, so a model stops where the
+curriculum's floor says it learned, or at the same budget as every other. ``active_params``
+scales each budget by the reference design's active parameters at the rung over those at the
+base width (the same tokens per active parameter at every width); under it the width-16
+hybrids ran out of tokens before passing the first stage (experiments/scale_per_param/),
+which measured the budget, not the width. Nothing else changes with the width (learning rate,
+warm-up, batch, max_steps, patience).
 
 Measured for each model, on contexts seeded by (seed, task, length) only, so every design and
 width at a seed sees the same ones: single-needle and multi-key needle accuracy at the needle
@@ -105,19 +109,28 @@ def budget_rule(cfg, width: int) -> dict:
     here = active_params(rung_cfg(cfg, width, cfg.seed), ref)
     ratio = here / at_base
 
+    per_param = cfg.scale.budget_scaling == "active_params"
+    if cfg.scale.budget_scaling not in ("fixed", "active_params"):
+        raise ValueError(f"scale.budget_scaling={cfg.scale.budget_scaling!r}: fixed or active_params")
+
     def scaled(tokens: int) -> int:
-        return int(tokens) if int(width) == int(cfg.model.d_model) else int(round(tokens * ratio))
+        return int(round(tokens * ratio)) if per_param and int(width) != int(cfg.model.d_model) else int(tokens)
 
     needle = scaled(cfg.scale.needle_token_budget)
+    rule = (
+        f"tokens per active parameter of {ref} held at the base width's ({cfg.model.name}, d={cfg.model.d_model}): "
+        f"each budget = the base width's x {ref}'s active parameters at this width / at the base"
+        if per_param
+        else f"fair-v1's budgets at every width (the base width's, {cfg.model.name}, d={cfg.model.d_model}): the same tokens for every model"
+    )
     return {
-        "budget_rule": (
-            f"tokens per active parameter of {ref} held at the base width's ({cfg.model.name}, d={cfg.model.d_model}): "
-            f"each budget = the base width's x {ref}'s active parameters at this width / at the base"
-        ),
+        "budget_rule": rule,
+        "budget_scaling": str(cfg.scale.budget_scaling),
         "reference": ref,
         "reference_active": here,
         "base_active": at_base,
-        "budget_ratio": ratio,
+        "budget_ratio": ratio if per_param else 1.0,  # the factor the budgets were scaled by
+        "active_ratio": ratio,  # the reference's active parameters here / at the base width
         "needle_token_budget": needle,
         "token_budget": scaled(cfg.train.token_budget),
         "chain_token_budget": scaled(cfg.train.chain_token_budget),
