@@ -238,3 +238,16 @@ def test_the_at_scale_part_waits_for_three_widths_of_two_seeds():
     assert list(parts.values()) == [CS.NOT_YET]
     parts, _ = CS.judge_at_scale(_ladder({32: 0.0, 64: 0.6}), ("lightning_hybrid_h8",))
     assert list(parts.values()) == [CS.NOT_YET]
+
+
+def test_models_trained_under_scaled_budgets_are_left_out_of_the_fit():
+    """experiments/scale_per_param/: models whose budgets were scaled by their active parameters
+    do not mix with the fair-v1 ladder (the same rung, a different rule)."""
+    df = _ladder({32: 0.0, 64: 0.3, 128: 0.6})
+    assert CS.judge_at_scale(df, ("lightning_hybrid_h8",))[0]
+    key = "lightning_hybrid_h8128" + "0"  # the hybrid's width-128 model at seed 0
+    scaled = pd.DataFrame([dict(metric=F.MODEL, status="measured", design="lightning_hybrid_h8", width=128, seed=0, key=key, budget_ratio=2.5)])
+    d = F.records(pd.concat([df, scaled], ignore_index=True))
+    assert key not in set(d["key"]) and len(d) == len(F.records(df)) - len(df[df["key"] == key])
+    fit = F.fit_gap(pd.concat([df, scaled], ignore_index=True), "lightning_hybrid_h8", "chain", 1, (2,))
+    assert fit.seeds[128] == [1]  # only the seed trained under the rule is left at width 128

@@ -34,12 +34,18 @@ RESAMPLES, SEED, LEVEL = 2000, 0, 0.95
 
 
 def records(df: pd.DataFrame) -> pd.DataFrame:
-    """The measured scale/acc records (hits per haystack present)."""
+    """The measured scale/acc records (hits per haystack present) of models trained under the
+    ladder's budget rule: fair-v1's budgets at every width. Models whose budgets were scaled by
+    their active parameters (scale/model ``budget_ratio`` other than 1:
+    experiments/scale_per_param/) are left out, so no trend mixes the two rules."""
     if df.empty or "metric" not in df.columns:
         return df.iloc[0:0]
     d = df[(df["metric"] == ACC) & (df["status"] == "measured")]
     if d.empty or "hits" not in d.columns:
         return d.iloc[0:0]
+    m = df[df["metric"] == MODEL]
+    if "budget_ratio" in m.columns and "key" in d.columns:
+        d = d[~d["key"].isin(set(m.loc[m["budget_ratio"].fillna(1.0) != 1.0, "key"]))]
     return d[d["hits"].map(lambda h: isinstance(h, (list, tuple)) and len(h) > 0)]
 
 
