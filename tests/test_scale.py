@@ -246,7 +246,9 @@ def test_models_trained_under_scaled_budgets_are_left_out_of_the_fit():
     df = _ladder({32: 0.0, 64: 0.3, 128: 0.6})
     assert CS.judge_at_scale(df, ("lightning_hybrid_h8",))[0]
     key = "lightning_hybrid_h8128" + "0"  # the hybrid's width-128 model at seed 0
-    scaled = pd.DataFrame([dict(metric=F.MODEL, status="measured", design="lightning_hybrid_h8", width=128, seed=0, key=key, budget_ratio=2.5)])
+    scaled = pd.DataFrame(
+        [dict(metric=F.MODEL, status="measured", design="lightning_hybrid_h8", width=128, seed=0, key=key, budget_ratio=2.5)]
+    )
     d = F.records(pd.concat([df, scaled], ignore_index=True))
     assert key not in set(d["key"]) and len(d) == len(F.records(df)) - len(df[df["key"] == key])
     fit = F.fit_gap(pd.concat([df, scaled], ignore_index=True), "lightning_hybrid_h8", "chain", 1, (2,))

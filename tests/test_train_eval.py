@@ -290,8 +290,12 @@ def test_a_longer_curriculum_continues_from_the_model_of_its_prefix(cache):
     assert s1["status"] == s2["status"] == "stalled" and s2["steps"] == s1["steps"] and s2["continued_from"] == s1["key"]
     # ... at the stage it was stuck at, not at its own curriculum's last one (exp=scale's width-16
     # hybrid, stuck at stage 1 of 6, was recorded at stage 6 with stage 5's length)
-    s3 = train(compose_cfg(["+exp=train", *TINY, *stuck, f"train.stages=[{a},{b}]", "train.patience=6"]), "lightning", torch.device("cpu")).record
-    s4 = train(compose_cfg(["+exp=train", *TINY, *stuck, f"train.stages=[{a},{b},{b}]", "train.patience=6"]), "lightning", torch.device("cpu")).record
+    s3 = train(
+        compose_cfg(["+exp=train", *TINY, *stuck, f"train.stages=[{a},{b}]", "train.patience=6"]), "lightning", torch.device("cpu")
+    ).record
+    s4 = train(
+        compose_cfg(["+exp=train", *TINY, *stuck, f"train.stages=[{a},{b},{b}]", "train.patience=6"]), "lightning", torch.device("cpu")
+    ).record
     assert s3["final_stage"] == 1 and s3["train_len"] == 0 and s4["continued_from"] == s3["key"]
     assert (s4["final_stage"], s4["stages_passed"], s4["train_len"], s4["steps"]) == (1, 0, 0, s3["steps"])
 

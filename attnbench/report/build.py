@@ -187,7 +187,9 @@ def facts(data: RunData) -> list[tuple[str, str]]:
         {
             int(m["d_model"])
             for h in data.headers
-            if h.get("run_dir") in set(models["run_dir"]) and isinstance(m := (h.get("config") or {}).get("model"), dict) and m.get("d_model")
+            if h.get("run_dir") in set(models["run_dir"])
+            and isinstance(m := (h.get("config") or {}).get("model"), dict)
+            and m.get("d_model")
         }
         | ({int(w) for w in ladder["width"].dropna()} if "width" in ladder else set())
     )

@@ -38,7 +38,7 @@ def _tokens(n: float) -> str:
 def models(data: RunData) -> pd.DataFrame:
     """One row per trained model of the ladder: its size, how far it trained and under which budget."""
     d = metric(data.records, F.MODEL)
-    rows = []
+    rows: list[dict[str, object]] = []
     if d.empty:
         return pd.DataFrame(rows)
     d = d.drop_duplicates(subset=["design", "width", "seed", "phase", "key"], keep="last")
