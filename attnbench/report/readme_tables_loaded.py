@@ -84,3 +84,31 @@ def loaded_checks(data: RunData) -> pd.DataFrame:
             {"run": run, "design": name, "checks": ", ".join(sorted(set(g["checks"].dropna()))), "check_s": f"{g['check_s'].max():g}"}
         )
     return pd.DataFrame(rows)
+
+
+@table("needle_4m_loaded/long")
+def loaded_long(data: RunData) -> pd.DataFrame:
+    """Per run and design: the cells past 16K that were measured, as 'length acc (probes,
+    haystacks run/planned)', and the seconds a haystack took at the longest of them (the median
+    of its prefills)."""
+    d = metric(data.records, "niah/acc")
+    d = d[d["depth"].isna() & (d["status"] == "measured") & (d["context_len"] > max(SHORT))]
+    pre = metric(data.records, "eval/prefill_s")
+    rows = []
+    for run, g in d.groupby(d["run_dir"].map(_run)):
+        for name in designs(g):
+            c = g[g["design"] == name].drop_duplicates("context_len", keep="last").sort_values("context_len")
+            longest = int(c["context_len"].max())
+            p = pre[(pre["run_dir"].map(_run) == run) & (pre["design"] == name) & (pre["context_len"] == longest)]
+            rows.append(
+                {
+                    "run": run,
+                    "design": name,
+                    "cells past 16K": "; ".join(
+                        f"{fmt_len(r.context_len)} {r.v:.2f} ({int(r.n)} probes, {int(r.haystacks)}/{int(r.haystacks_planned)})"
+                        for r in c.itertuples()
+                    ),
+                    "s a haystack at the longest": f"{p['v'].median():.1f}" if not p.empty else "",
+                }
+            )
+    return pd.DataFrame(rows)

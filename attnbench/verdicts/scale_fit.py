@@ -80,6 +80,8 @@ def by_seed(d: pd.DataFrame) -> dict[tuple[str, int], dict[int, Seeded]]:
     """(design, width) -> seed -> its haystacks (the cells of several hop counts concatenated).
 
     The same cell recorded twice (two runs of one config) counts once."""
+    if d.empty or not {"design", "width", "seed", "hits", "sizes"} <= set(d.columns):
+        return {}  # a run that has just started: no scale records yet
     keep = [c for c in ("design", "width", "seed", "task", "factor", "hops", "context_len", "key") if c in d.columns]
     d = d.drop_duplicates(subset=keep)
     out: dict[tuple[str, int], dict[int, Seeded]] = {}
