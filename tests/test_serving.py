@@ -290,3 +290,57 @@ def test_serving_experiment_records_every_part_and_c7_reads_them(tmp_path, monke
     if steps:  # only when two or more points make the frontier
         xs, ys = steps[0].get_xdata(), steps[0].get_ydata()
         assert list(ys) == sorted(ys) and all(not any(px <= x and py > y for px, py in points) for x, y in zip(xs, ys))
+
+
+def test_serving_chain_models_answer_chains_from_every_stored_format(tmp_path, monkeypatch):
+    """+curriculum=chain: the chain models answer chains of eval.hops from the stored cache (serving/chain_acc, apart
+    from the needles' serving/acc), as many probes a cell as the needles get; no timing or cost part."""
+    from attnbench import cli
+    from attnbench.report.data import load
+    from attnbench.verdicts import claims as C
+
+    from helpers import TINY_BACKBONE
+
+    monkeypatch.setenv("ATTNBENCH_CACHE", str(tmp_path / "cache"))
+    run = tmp_path / "run"
+    stage = "n_keys: 8, n_values: 8, n_filler: 8, n_pairs: 2, context_len: 12, n_queries: 2"
+    tiny = [
+        *TINY_BACKBONE,
+        "model.n_layers=2",
+        "attention.lightning_hybrid.layout=LS",
+        "train.batch=4",
+        "train.max_steps=2",
+        "train.warmup=1",
+        "train.window=2",
+        f"train.stages=[{{{stage}}}, {{{stage}, hops: 2}}]",
+        "task.n_keys=8",
+        "task.n_values=8",
+        "task.n_filler=8",
+        "eval.context_lens=[40]",
+        "eval.depths=[0.0,1.0]",
+        "eval.haystacks=3",
+        "eval.train_len_samples=4",
+        "eval.hops=[1,2]",
+        "eval.chains=2",
+    ]
+    overrides = ["+exp=serving", "+curriculum=chain", "exp.designs=[softmax,lightning_hybrid]", *tiny, "threads=1", "wandb.mode=disabled"]
+    cfg = compose_cfg(overrides)
+    cfg.report.enabled = False
+    threads = torch.get_num_threads()
+    try:
+        cli.prepare(cfg, run)
+        cli.run(cfg, run)
+    finally:
+        torch.set_num_threads(threads)
+    df = load([run]).records
+    acc = df[df["metric"] == "serving/chain_acc"]
+    formats = ("float32", "bfloat16", "float8_e4m3fn", "float8_e5m2", "int8")
+    want = {(d, h, f, "end") for d in ("softmax", "lightning_hybrid") for h in (1, 2) for f in formats}
+    want |= {("lightning_hybrid", h, f, "chunk") for h in (1, 2) for f in formats[1:]}
+    assert set(zip(acc["design"], acc["hops"].astype(int), acc["fmt"], acc["when"])) == want
+    # 3 haystacks x 2 depths = 6 needle probes a cell: ceil(6 / 2 chains) = 3 chain haystacks, 6 probes
+    assert (acc["n"] == 6).all() and (acc["haystacks"] == 3).all() and (acc["status"] == "measured").all()
+    assert (acc["task"] == "chain").all() and (acc["scoring"] == "final value").all() and (acc["bytes_per_token"] > 0).all()
+    assert df[df["metric"].isin(["serving/acc", "serving/verify_speedup", "serving/prefix_bytes"])].empty
+    (c7,) = [c for c in C.CLAIMS if c.id == "C7"]
+    assert c7(df, None).parts  # the chain records alone leave C7's parts judged (not measured), no error

@@ -10,6 +10,9 @@
    own tokens are appended in fp32. One cell per (design, length, format, when), the same
    haystacks for every cell; ``serving/acc`` with the haystack as the interval's unit (the
    wider of a cluster bootstrap and Wilson), against the bytes the stored cache holds.
+   With ``+curriculum=chain`` the models are exp=multihop's chain models and the probes are chains
+   of ``eval.hops`` lookups (``serving/chain_acc``, scored on the final value, as many probes a
+   cell as the needles get); that run has the storage part only (parts 2 and 3 are the needle run's).
 2. Verify k (speed, this CPU): k = 1 .. 8 draft tokens after a prefilled context, checked in
    one forward against k single steps, medians of repeated timings with p25 / p75; the bytes
    this implementation keeps to roll them back (a snapshot: a length for growing caches, the
@@ -36,14 +39,15 @@ from attnbench.model.lightning import LinearState
 from attnbench.model.serving import BYTES, FORMATS, SCALE_BYTES, Storage, cache_tensors, saved_state
 from attnbench.plan import prefill_chunk
 from attnbench.stats import cluster_bootstrap, wilson
-from attnbench.tasks.generate import niah
-from attnbench.train import get_model, vocab_of
+from attnbench.tasks.generate import multihop, niah
+from attnbench.train import get_model, stages_of, vocab_of
 
 KS = tuple(range(1, 9))  # draft tokens verified at once
 SAVE_EVERY = 256  # b: tokens between saved states of the prefix-cache costs
 STORE_EVERY = 256  # when=chunk: the cache is stored after every this many prefill tokens (an engine's request or block)
 PREFIX_LENS = (4096, 65536, 1048576)  # P of the prefix-cache costs
 TASK_GROUP = 0  # the haystacks' generator group (needle_4m's single group)
+CHAIN_GROUP = 100  # + hops: the chain haystacks' groups (apart from the needles')
 
 
 def stored_bytes(cache, fmt: str) -> int:
@@ -88,84 +92,147 @@ def accuracy(per_haystack: list[list[bool]]) -> dict:
     return dict(k=k, n=n, acc=k / max(n, 1), ci_low=min(w_lo, b_lo), ci_high=max(w_hi, b_hi), haystacks=len(per_haystack))
 
 
+def chain_hops(cfg) -> list[int]:
+    """The hop counts of the chain part: eval.hops when the curriculum has chain stages (+curriculum=chain,
+    whose models are multihop's), else none (the needle models)."""
+    return [int(h) for h in cfg.eval.hops] if any(s.hops > 0 for s in stages_of(cfg.train)) else []
+
+
 def run(ctx) -> None:
     cfg = ctx.cfg
     vocab = vocab_of(cfg)
     depths = [float(d) for d in cfg.eval.depths]
     lengths = [int(n) for n in cfg.eval.context_lens]
     H = int(cfg.eval.haystacks)
-    dev = ctx.device
+    hops = chain_hops(cfg)
+    H_chain = -(-H * len(depths) // int(cfg.eval.chains))  # as many probes a cell as the needles' (chains a haystack)
     for name in ctx.design_names:
-        trained = get_model(cfg, name, dev, console=ctx.console)
+        trained = get_model(cfg, name, ctx.device, console=ctx.console)
         model = trained.model.eval()
         chunk = prefill_chunk(model, int(cfg.eval.chunk))
-        modes = ["end"] + (["chunk"] if any(spec_of(c).state for c in model.layout) else [])
         for L in lengths:
-            cells = {
-                (fmt, when): ctx.cell(
-                    design=name, part="storage", key=trained.record["key"], context_len=L, fmt=fmt, when=when, haystacks=H
+            if not hops:
+                storage(
+                    ctx, name, trained, model, chunk, L, H, needles(cfg, vocab, L, depths), "serving/acc", task=f"niah_{cfg.eval.variant}"
                 )
-                for when in modes
-                for fmt in FORMATS
-                if not (when == "chunk" and fmt == "float32")
-            }
-            if all(c.done for c in cells.values()):
-                continue
-            hits: dict[tuple[str, str], list[list[bool]]] = {k: [] for k in cells}
-            nbytes: dict[tuple[str, str], int] = {}
-            began = time.perf_counter()
-            for i in range(H):  # haystack i: the same generator seed as needle_4m's (seed, length, group, i)
-                samples = niah(
-                    _rng(cfg.seed, L, TASK_GROUP, i),
-                    vocab,
+            for h in hops:
+                storage(
+                    ctx,
+                    name,
+                    trained,
+                    model,
+                    chunk,
                     L,
-                    cfg.eval.variant,
-                    depths,
-                    kind=cfg.task.haystack,
-                    value_noise=cfg.task.value_noise,
+                    H_chain,
+                    chains(cfg, vocab, L, h),
+                    "serving/chain_acc",
+                    task="chain",
+                    hops=h,
+                    scoring="final value",
                 )
-                for key in cells:
-                    hits[key].append([])
-                for sample in samples:  # one for multikey; one a depth for single
-                    context = torch.from_numpy(sample.context).to(dev)[None]  # (1, L)
-                    reserve = L + max(len(p.tokens) for p in sample.probes)
-                    base = prefill(model, context, chunk, reserve)
-                    for (fmt, when), cell in cells.items():
-                        if cell.done:
-                            continue
-                        if when == "end":
-                            cache = saved_state(base)
-                            Storage(fmt).store(cache)
-                        else:
-                            cache = prefill(model, context, min(chunk, STORE_EVERY), reserve, Storage(fmt))
-                        nbytes[fmt, when] = stored_bytes(cache, fmt)
-                        hits[fmt, when][-1] += probe_all(model, cache, sample, dev)
-            seconds = time.perf_counter() - began
+        if hops:  # the chain models add the storage part only: timings and costs are the needle run's
+            continue
+        verify_timing(ctx, name, model, lengths[0], chunk)
+        costs(ctx, name, from_model(cfg.model, cfg.attention[name]))
+    if not hops:
+        for preset in ("minimax_text01", "minimax_m2", "minimax_m3", "gemma3_27b"):
+            costs(ctx, preset, PRESETS[preset], preset=preset)
+
+
+def needles(cfg, vocab, L: int, depths: list[float]):
+    """Haystack i's needle samples (one for multikey; one a depth for single), needle_4m's generator seed (seed, length, group, i)."""
+
+    def of(i: int):
+        rng = _rng(cfg.seed, L, TASK_GROUP, i)
+        return niah(rng, vocab, L, cfg.eval.variant, depths, kind=cfg.task.haystack, value_noise=cfg.task.value_noise)
+
+    return of
+
+
+def chains(cfg, vocab, L: int, hops: int):
+    """Haystack i's sample: eval.chains chains of ``hops`` lookups, one probe each (scored on the final value, as exp=multihop)."""
+
+    def of(i: int):
+        rng = _rng(cfg.seed, L, CHAIN_GROUP + hops, i)
+        return [
+            multihop(rng, vocab, L, "chain", hops, n_chains=int(cfg.eval.chains), kind=cfg.task.haystack, value_noise=cfg.task.value_noise)
+        ]
+
+    return of
+
+
+def storage(ctx, name: str, trained, model, chunk: int, L: int, H: int, samples_of, metric: str, *, task: str, **fields) -> None:
+    """The storage cells of one design and length: the cache stored in every format (and, with lightning
+    layers, after every chunk too), the same H haystacks (``samples_of(i)``: haystack i's samples) for all.
+    ``metric`` serving/acc (needles; with serving/cache_bytes) or serving/chain_acc (chains, ``fields``
+    hops and scoring; the bytes on the record)."""
+    modes = ["end"] + (["chunk"] if any(spec_of(c).state for c in model.layout) else [])
+    part = {"part": "storage"} if metric == "serving/acc" else {"part": "chain_storage", "hops": fields["hops"]}
+    cells = {
+        (fmt, when): ctx.cell(design=name, **part, key=trained.record["key"], context_len=L, fmt=fmt, when=when, haystacks=H)
+        for when in modes
+        for fmt in FORMATS
+        if not (when == "chunk" and fmt == "float32")
+    }
+    if all(c.done for c in cells.values()):
+        return
+    hits: dict[tuple[str, str], list[list[bool]]] = {k: [] for k in cells}
+    nbytes: dict[tuple[str, str], int] = {}
+    began = time.perf_counter()
+    for i in range(H):
+        for key in cells:
+            hits[key].append([])
+        for sample in samples_of(i):
+            context = torch.from_numpy(sample.context).to(ctx.device)[None]  # (1, L)
+            reserve = L + max(len(p.tokens) for p in sample.probes)
+            base = prefill(model, context, chunk, reserve)
             for (fmt, when), cell in cells.items():
                 if cell.done:
                     continue
-                a = accuracy(hits[fmt, when])
-                common = dict(
-                    task=f"niah_{cfg.eval.variant}",
-                    context_len=L,
-                    fmt=fmt,
-                    when=when,
-                    dtype="float32",
-                    n=a["n"],
-                    ci_low=a["ci_low"],
-                    ci_high=a["ci_high"],
-                    haystacks=a["haystacks"],
-                    chunk=chunk if when == "end" else min(chunk, STORE_EVERY),
-                )
-                cell.record(name, "serving/acc", a["acc"], "fraction", "measured", **common, note="cache stored in fmt, compute fp32")
-                b = nbytes[fmt, when]
-                cell.record(name, "serving/cache_bytes", b, "bytes", "measured", **common, bytes_per_token=b / L, cell_s=round(seconds, 2))
-                cell.commit()
-                ctx.console.print(f"  {name} {L:>7,} {fmt:<14} {when:<5}: {a['k']}/{a['n']} ({b / L:,.1f} B/token)")
-        verify_timing(ctx, name, model, lengths[0], chunk)
-        costs(ctx, name, from_model(cfg.model, cfg.attention[name]))
-    for preset in ("minimax_text01", "minimax_m2", "minimax_m3", "gemma3_27b"):
-        costs(ctx, preset, PRESETS[preset], preset=preset)
+                if when == "end":
+                    cache = saved_state(base)
+                    Storage(fmt).store(cache)
+                else:
+                    cache = prefill(model, context, min(chunk, STORE_EVERY), reserve, Storage(fmt))
+                nbytes[fmt, when] = stored_bytes(cache, fmt)
+                hits[fmt, when][-1] += probe_all(model, cache, sample, ctx.device)
+    seconds = time.perf_counter() - began
+    what = f"{fields['hops']} hops" if "hops" in fields else ""
+    for (fmt, when), cell in cells.items():
+        if cell.done:
+            continue
+        a = accuracy(hits[fmt, when])
+        common = dict(
+            task=task,
+            context_len=L,
+            fmt=fmt,
+            when=when,
+            dtype="float32",
+            n=a["n"],
+            ci_low=a["ci_low"],
+            ci_high=a["ci_high"],
+            haystacks=a["haystacks"],
+            chunk=chunk if when == "end" else min(chunk, STORE_EVERY),
+            **fields,
+        )
+        b = nbytes[fmt, when]
+        if metric == "serving/acc":
+            cell.record(name, metric, a["acc"], "fraction", "measured", **common, note="cache stored in fmt, compute fp32")
+            cell.record(name, "serving/cache_bytes", b, "bytes", "measured", **common, bytes_per_token=b / L, cell_s=round(seconds, 2))
+        else:
+            cell.record(
+                name,
+                metric,
+                a["acc"],
+                "fraction",
+                "measured",
+                **common,
+                bytes_per_token=b / L,
+                cell_s=round(seconds, 2),
+                note="cache stored in fmt, compute fp32",
+            )
+        cell.commit()
+        ctx.console.print(f"  {name} {L:>7,} {what:<7} {fmt:<14} {when:<5}: {a['k']}/{a['n']} ({b / L:,.1f} B/token)")
 
 
 def _quantiles(xs: list[float]) -> tuple[float, float, float]:

@@ -36,7 +36,7 @@ from .figures import FIGURES, render
 from .pdf import PdfError, html_to_pdf
 from .tables import DECISION_METRICS, decision_table
 from .tables_extra import other_table, presets_table, training_table
-from .tables_serving import serving_table
+from .tables_serving import serving_chain_table, serving_table
 
 
 @dataclass
@@ -254,6 +254,7 @@ def build_report(
         "training": training_table(data.train),
         "presets": presets_table(df),
         "serving": serving_table(df),
+        "serving_chains": serving_chain_table(df),
         "claims": judge_all(df, data.train),
         "seed_rule": SEED_RULE,
         "figures": figures,

@@ -34,6 +34,26 @@ def storage(data: RunData) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+@table("serving/chains")
+def chain_storage(data: RunData) -> pd.DataFrame:
+    """Chain accuracy [95% interval] (bytes per token) by storage format, per chain model, storage mode, length and hops."""
+    acc = metric(data.records, "serving/chain_acc")
+    rows: list[dict] = []
+    if acc.empty:
+        return pd.DataFrame(rows)
+    for (design, when, n, hops), g in acc.groupby(["design", "when", "context_len", "hops"], sort=False):
+        row = {"design": design, "stored": when, "length": f"{int(n):,}", "hops": int(hops)}
+        for f in FORMATS:
+            r = g[g["fmt"] == f]
+            row[f] = (
+                "—"
+                if r.empty
+                else f"{r['v'].iloc[-1]:.2f} [{r['ci_low'].iloc[-1]:.2f}, {r['ci_high'].iloc[-1]:.2f}] ({r['bytes_per_token'].iloc[-1]:,.1f} B)"
+            )
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
 @table("serving/verify")
 def verify(data: RunData) -> pd.DataFrame:
     """Measured verify-k speedups (median [p25, p75]) and the bytes kept to roll back."""

@@ -79,3 +79,36 @@ def serving_table(df: pd.DataFrame):
         ]
         table.rows.append(row)
     return table
+
+
+def serving_chain_table(df: pd.DataFrame):
+    """Per chain model (and storage mode) and hop count: chain accuracy by storage format at each length
+    (exp=serving +curriculum=chain, ``serving/chain_acc``); None without such records."""
+    acc = metric(df, "serving/chain_acc")
+    if acc.empty:
+        return None
+    cols = [("", "design"), ("", "state stored"), ("", "length"), ("", "hops")] + [("accuracy (bytes/token)", f) for f in FORMATS]
+    table = Table(
+        "serving_chains",
+        cols,
+        note="exp=serving +curriculum=chain: the chain models (exp=multihop's) answer chains scored on the final value, "
+        "with the cache stored in each format, compute fp32; 95% interval with the haystack as the unit.",
+    )
+    for (design, when, n, hops), g in acc.groupby(["design", "when", "context_len", "hops"], sort=True):
+        row = [Cell(str(design)), Cell(str(when)), Cell(fmt_len(n)), Cell(f"{int(hops)}")]
+        for f in FORMATS:
+            r = g[g["fmt"] == f]
+            if r.empty:
+                row.append(NONE)
+                continue
+            r = r.iloc[-1]
+            row.append(
+                Cell(
+                    f"{r['value']:.2f} ({r['bytes_per_token']:,.0f} B)",
+                    "",
+                    f"{int(r['n'])} probes, {int(r['haystacks'])} haystacks",
+                    f"[{r['ci_low']:.2f}, {r['ci_high']:.2f}]",
+                )
+            )
+        table.rows.append(row)
+    return table

@@ -27,6 +27,7 @@ from .rules import INCONCLUSIVE, NOT_MEASURED_YET, NOT_SUPPORTED, PARTLY, SUPPOR
 FP8 = "float8_e4m3fn"
 SERVING_METRICS = (  # shown in the serving table and C7, not in the report's "other" table
     "serving/acc",
+    "serving/chain_acc",
     "serving/cache_bytes",
     "serving/verify_ms",
     "serving/verify_speedup",
