@@ -627,3 +627,23 @@ def test_the_first_screen_names_the_number_the_models_the_seeds_and_what_would_c
     for claim, v in C.judge_all(data.records, data.train):  # a claim not measured names no model and no seed
         if v.verdict == C.NOT_MEASURED_YET:
             assert v.models == [] and v.seeds == [] and v.headline == "", (claim.id, v)
+
+
+def test_rules_are_compared_seed_by_seed():
+    """Two designs whose seed-0 models ran under one version of a rule and seed-1 models under a later one were
+    trained alike; a model compared with another seed's, or with a same-seed model under other budgets, was not."""
+    import pandas as pd
+
+    from attnbench.verdicts.rules import same_rule
+
+    old = {"name": "fair-v1", "token_budget": 40_000_000, "patience": 5000}
+    new = {"name": "fair-v1", "token_budget": 200_000_000, "patience": 5000, "chain_token_budget": 30_000_000}
+    rows = [("softmax", 0, old), ("hybrid", 0, old), ("softmax", 1, new), ("hybrid", 1, new), ("swa", 0, new)]
+    train = pd.DataFrame([{"design": d, "seed": s, "rule": r, "exp": "multihop"} for d, s, r in rows])
+    ok, text = same_rule(train, ["softmax", "hybrid"], "multihop")
+    assert ok and "seed 0" in text and "seed 1" in text, text
+    assert same_rule(train[train["seed"] == 1], ["softmax", "hybrid"], "multihop")[0]
+    ok, text = same_rule(train, ["softmax", "swa"], "multihop")
+    assert not ok and "(seed 0)" in text and "chain budget 30,000,000" in text, text
+    # the latest records alone (the old comparison) would have paired softmax's seed-1 rule with swa's: equal
+    assert train[train["design"] == "softmax"]["rule"].iloc[-1] == train[train["design"] == "swa"]["rule"].iloc[-1]

@@ -253,3 +253,29 @@ def test_models_trained_under_scaled_budgets_are_left_out_of_the_fit():
     assert key not in set(d["key"]) and len(d) == len(F.records(df)) - len(df[df["key"] == key])
     fit = F.fit_gap(pd.concat([df, scaled], ignore_index=True), "lightning_hybrid_h8", "chain", 1, (2,))
     assert fit.seeds[128] == [1]  # only the seed trained under the rule is left at width 128
+
+
+def test_a_fair_run_that_resumed_a_scaled_model_keeps_its_records():
+    """The key leaves out the token budget, so experiments/scale's width-16 models (fair-v1 budgets, resumed from
+    scale_per_param's stopped ones) share their keys with the scaled models: the run's config tells them apart."""
+    df = _ladder({32: 0.0, 64: 0.3, 128: 0.6}).assign(config_hash="fair")
+    key = "lightning_hybrid_h8128" + "0"
+    scaled = pd.DataFrame(
+        [
+            dict(
+                metric=F.MODEL,
+                status="measured",
+                design="lightning_hybrid_h8",
+                width=128,
+                seed=0,
+                key=key,
+                budget_ratio=2.5,
+                config_hash="scaled",
+            )
+        ]
+    )
+    scaled_acc = df[df["key"] == key].assign(config_hash="scaled")  # the scaled run's own accuracy records
+    merged = pd.concat([df, scaled, scaled_acc], ignore_index=True)
+    d = F.records(merged)
+    assert len(d) == len(F.records(df)) and set(d["config_hash"]) == {"fair"}
+    assert F.fit_gap(merged, "lightning_hybrid_h8", "chain", 1, (2,)).seeds[128] == [0, 1]

@@ -280,10 +280,12 @@ def multihop_accuracy(data: RunData) -> pd.DataFrame:
     d = metric(data.records, "multihop/acc")
     lens = sorted(d["context_len"].dropna().unique())
     rows = []
+    seeds = d["seed"] if "seed" in d.columns else pd.Series(0, index=d.index)
     for name in designs(d):
-        for hops, g in d[d["design"] == name].groupby("hops"):
+        for (seed, hops), g in d[d["design"] == name].groupby([seeds[d["design"] == name].fillna(0), "hops"]):
             row = {
                 "design": name,
+                "seed": f"{seed:g}",
                 "hops": f"{hops:g}",
                 "scoring": g["scoring"].dropna().iloc[0] if g["scoring"].notna().any() else "every hop, keys given",
             }
@@ -388,17 +390,19 @@ def plateau_runs(data: RunData) -> pd.DataFrame:
 
 @table("multihop/check")
 def multihop_check(data: RunData) -> pd.DataFrame:
-    """Each model on the chain task at its own training length (train/acc records, by hops)."""
+    """Each model (design and seed) on the chain task at its own training length (train/acc records, by hops)."""
     d = metric(data.records, "train/acc")
     d = d[(d["status"] == "measured") & (d["task"] != "niah_single") & d["hops"].notna()]
     rows = []
+    if "seed" not in d.columns:
+        d = d.assign(seed=0)
     for name in designs(d):
-        mine = d[d["design"] == name]
-        row = {"design": name, "training length": f"{mine['context_len'].iloc[-1]:.0f}"}
-        for hops, g in mine.groupby("hops"):
-            r = g.iloc[-1]
-            row[f"{hops:g} hops"] = f"{r['v']:.2f} ({r['ci_low']:.2f}–{r['ci_high']:.2f}), {round(r['v'] * r['n']):.0f}/{r['n']:.0f}"
-        rows.append(row)
+        for seed, mine in d[d["design"] == name].groupby(d["seed"].fillna(0)):
+            row = {"design": name, "seed": f"{seed:g}", "training length": f"{mine['context_len'].iloc[-1]:.0f}"}
+            for hops, g in mine.groupby("hops"):
+                r = g.iloc[-1]
+                row[f"{hops:g} hops"] = f"{r['v']:.2f} ({r['ci_low']:.2f}–{r['ci_high']:.2f}), {round(r['v'] * r['n']):.0f}/{r['n']:.0f}"
+            rows.append(row)
     return pd.DataFrame(rows)
 
 

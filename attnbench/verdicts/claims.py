@@ -301,6 +301,13 @@ def model_seeds(df: pd.DataFrame, models: list[str]) -> list[int]:
     return sorted({int(x) for x in d["seed"].dropna()})
 
 
+def seed_train(train: pd.DataFrame | None, seed: int) -> pd.DataFrame | None:
+    """The training records of the models trained at ``seed`` (a seed's verdict reads its own models' rules and budgets)."""
+    if train is None or "seed" not in train.columns:
+        return train
+    return train[train["seed"] == seed]
+
+
 def judge_all(df: pd.DataFrame, train: pd.DataFrame | None = None) -> list[tuple[Claim, Verdict]]:
     out = []
     for claim in CLAIMS:
@@ -309,7 +316,7 @@ def judge_all(df: pd.DataFrame, train: pd.DataFrame | None = None) -> list[tuple
             verdict.models, verdict.headline = [], ""
         verdict.seeds = model_seeds(df, verdict.models)
         if claim.seeded and len(verdict.seeds) > 1 and verdict.verdict != NOT_MEASURED_YET:
-            per_seed = {s: _judge(claim, df[df["seed"] == s], train).verdict for s in verdict.seeds}
+            per_seed = {s: _judge(claim, df[df["seed"] == s], seed_train(train, s)).verdict for s in verdict.seeds}
             counted = {s: x for s, x in per_seed.items() if x != NOT_MEASURED_YET}
             listed = "; ".join(f"seed {s}: {x}" for s, x in per_seed.items())
             verdict.seeds = sorted(counted)  # the seeds the verdict rests on

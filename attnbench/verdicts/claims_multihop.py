@@ -70,11 +70,14 @@ def _c3_half(df: pd.DataFrame, d: pd.DataFrame, name: str, k: float, t: dict, tr
                 f"{need / 1e6:.1f}M softmax needed to pass them: it was not given the chain budget softmax needed"
             )
             return INCONCLUSIVE
-        how = (
-            f"it spent {had / 1e6:.1f}M tokens from its first chain stage, softmax passed every chain stage in {need / 1e6:.1f}M"
-            if pd.notna(had) and pd.notna(need) and soft_done
-            else "chain-stage tokens not recorded: the shared budget is the rule's whole token budget"
-        )
+        if pd.notna(had) and pd.notna(need) and soft_done:
+            how = f"it spent {had / 1e6:.1f}M tokens from its first chain stage, softmax passed every chain stage in {need / 1e6:.1f}M"
+        elif pd.notna(had) and pd.notna(need):  # softmax too stopped at the chain budget, having learned k hops within it
+            how = (
+                f"it spent {had / 1e6:.1f}M tokens from its first chain stage, softmax {need / 1e6:.1f}M, both stopped by the chain budget"
+            )
+        else:
+            how = "chain-stage tokens not recorded: the shared budget is the rule's whole token budget"
         v.evidence.append(
             f"finding: {name} did not learn the {k:g}-hop chain within the budget softmax needed ({how}); "
             f"a model that did not learn is not compared as a design, so this is its own verdict, not a deficit shown"

@@ -82,21 +82,45 @@ def needs_learned(v: Verdict, df: pd.DataFrame, names: list[str], task: str | No
 
 
 def same_rule(train: pd.DataFrame | None, names: list[str], exp=None) -> tuple[bool, str]:
-    """Were these models trained under one rule (their training records' ``rule``, equal)? (ok, text)."""
+    """Were these models trained under one rule (their training records' ``rule``, equal)? (ok, text).
+
+    Models are compared seed by seed, over the seeds every named design has (a seed's models were
+    trained together; another seed's may have run under a later budget); without a seed in common,
+    each design's latest record."""
     if train is None or train.empty:
         return False, "no training records: the rule each model was trained under is unknown"
     t = train[train["design"].isin(names)]
     if exp is not None:
         t = t[t["exp"] == exp]
-    rules = {n: g["rule"].iloc[-1] for n, g in t.groupby("design")}
-    if set(rules) != set(names):
-        return False, f"no training record for {', '.join(sorted(set(names) - set(rules)))}"
-    first = next(iter(rules.values()))
-    if not all(isinstance(r, dict) and r == first for r in rules.values()):
-        return False, "trained under different rules: " + "; ".join(
-            f"{n}: {r.get('name') if isinstance(r, dict) else r}" for n, r in rules.items()
-        )
-    return True, f"all trained under {first.get('name')} (token budget {first.get('token_budget', 0):,}, patience {first.get('patience')})"
+    if set(t["design"]) != set(names):
+        return False, f"no training record for {', '.join(sorted(set(names) - set(t['design'])))}"
+    seeds = t["seed"] if "seed" in t.columns else pd.Series(0, index=t.index)
+    common = set.intersection(*(set(seeds[t["design"] == n].dropna()) for n in names))
+    groups = [t[seeds == s] for s in sorted(common)] or [t]
+    first, seen = None, []
+    for g in groups:
+        rules = {n: x["rule"].iloc[-1] for n, x in g.groupby("design")}
+        first = next(iter(rules.values()))
+        if not all(isinstance(r, dict) and r == first for r in rules.values()):
+            at = f" (seed {int(g['seed'].iloc[0])})" if common else ""
+            return False, f"trained under different rules{at}: " + "; ".join(f"{n}: {_rule_text(r)}" for n, r in rules.items())
+        seen.append((int(g["seed"].iloc[0]) if common else None, first))
+    assert isinstance(first, dict)
+    if len({str(r) for _, r in seen}) > 1:  # one rule within each seed, another version of it at another seed
+        return True, "each seed's models trained under one rule: " + "; ".join(f"seed {s}: {_rule_text(r)}" for s, r in seen)
+    at = f", seed{'s' if len(common) > 1 else ''} {', '.join(str(int(s)) for s in sorted(common))}" if common else ""
+    return (
+        True,
+        f"all trained under {first.get('name')} (token budget {first.get('token_budget', 0):,}, patience {first.get('patience')}{at})",
+    )
+
+
+def _rule_text(r) -> str:
+    """A rule by its name and budgets (two versions of one named rule differ there)."""
+    if not isinstance(r, dict):
+        return str(r)
+    extra = f", chain budget {r['chain_token_budget']:,}" if r.get("chain_token_budget") else ""
+    return f"{r.get('name')} (token budget {r.get('token_budget', 0):,}{extra})"
 
 
 def deficit(a: Acc, b: Acc) -> tuple[float, float]:

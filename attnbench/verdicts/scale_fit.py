@@ -45,7 +45,11 @@ def records(df: pd.DataFrame) -> pd.DataFrame:
         return d.iloc[0:0]
     m = df[df["metric"] == MODEL]
     if "budget_ratio" in m.columns and "key" in d.columns:
-        d = d[~d["key"].isin(set(m.loc[m["budget_ratio"].fillna(1.0) != 1.0, "key"]))]
+        # by (key, run config): a model's key leaves out its token budget, so a fair-v1 run that resumed
+        # such a model under the larger budget has the same key (experiments/scale's width 16)
+        by = ["key", "config_hash"] if "config_hash" in d.columns and "config_hash" in m.columns else ["key"]
+        bad = set(m.loc[m["budget_ratio"].fillna(1.0) != 1.0, by].itertuples(index=False, name=None))
+        d = d[[t not in bad for t in d[by].itertuples(index=False, name=None)]]
     return d[d["hits"].map(lambda h: isinstance(h, (list, tuple)) and len(h) > 0)]
 
 
