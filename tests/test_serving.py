@@ -344,3 +344,34 @@ def test_serving_chain_models_answer_chains_from_every_stored_format(tmp_path, m
     assert df[df["metric"].isin(["serving/acc", "serving/verify_speedup", "serving/prefix_bytes"])].empty
     (c7,) = [c for c in C.CLAIMS if c.id == "C7"]
     assert c7(df, None).parts  # the chain records alone leave C7's parts judged (not measured), no error
+
+
+def test_c7_speculative_part_reads_the_longest_context_both_designs_were_timed_after():
+    import pandas as pd
+
+    from attnbench.verdicts.claims_serving import judge_speculative
+
+    def sp(design, n, med, p25, p75):
+        return dict(
+            metric="serving/verify_speedup",
+            status="measured",
+            design=design,
+            k=8,
+            context_len=n,
+            hardware="this cpu",
+            value=med,
+            v=med,
+            p25=p25,
+            p75=p75,
+        )
+
+    rows = [
+        sp("hyb", 4096, 2.0, 1.9, 2.1),
+        sp("softmax", 4096, 6.0, 5.5, 6.5),
+        sp("hyb", 1024, 6.0, 5.5, 6.5),
+        sp("softmax", 1024, 6.0, 5.5, 6.5),
+    ]
+    verdict, ev = judge_speculative(pd.DataFrame(rows), {"max_k": 8}, "hyb")
+    assert verdict == "supported" and all("4K" in e for e in ev), ev  # not the 1K rows, which come last
+    rows.append(sp("hyb", 16384, 6.0, 5.5, 6.5))  # a length softmax lacks is not used
+    assert judge_speculative(pd.DataFrame(rows), {"max_k": 8}, "hyb")[0] == "supported"

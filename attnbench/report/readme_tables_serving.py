@@ -66,9 +66,12 @@ def verify(data: RunData) -> pd.DataFrame:
         return pd.DataFrame(rows)
     for _, r in sp.iterrows():
         kept = rb[(rb["design"] == r["design"]) & (rb["k"] == r["k"]) & (rb["method"] == "snapshot")] if not rb.empty else rb
+        if not kept.empty and "context_len" in kept.columns:
+            kept = kept[kept["context_len"] == r["context_len"]]
         rows.append(
             {
                 "design": r["design"],
+                "after (tokens)": f"{int(r['context_len']):,}",
                 "k": int(r["k"]),
                 "k steps / one forward": f"{r['v']:.2f} [{r['p25']:.2f}, {r['p75']:.2f}]",
                 "kept to roll back (measured)": fmt_bytes(kept["v"].iloc[-1]) if not kept.empty else "—",

@@ -270,7 +270,7 @@ CLAIMS = [
         "Prefix caching (cost model, projected only): Text-01 recomputes tokens on a hit between saved states "
         "(states every 256 tokens) where M2 recomputes none: supported; else not supported; bytes kept for a "
         "{prefix_len}-token prefix shown. Speculative decoding (measured on this machine): k single steps over one "
-        "forward of k = {max_k} drafts, paired by repeat; the hybrid's p75 below softmax's p25: supported; its p25 above "
+        "forward of k = {max_k} drafts, paired by repeat, after the longest context both were timed at; the hybrid's p75 below softmax's p25: supported; its p25 above "
         "softmax's p75: not supported; else inconclusive; the bytes kept to roll back shown. The claim: every part "
         "supported: supported; some: partly; every judged part not supported: not supported; else inconclusive.",
         judge_c7,

@@ -13,7 +13,7 @@ Three parts, each its own verdict (claims.py holds the quotes and the rule text)
   saved states, bytes to keep the saved states): an overhead where M2 has none: supported
   (projected only); none: not supported.
 - speculative decoding: the measured verify-k speedup at k = max_k (k single steps / one forward
-  of k, paired by repeat, p25-p75): the hybrid's p75 below softmax's p25: supported; its p25
+  of k, paired by repeat, p25-p75), after the longest context both were timed at: the hybrid's p75 below softmax's p25: supported; its p25
   above softmax's p75: not supported; else inconclusive; rollback bytes shown beside it.
 """
 
@@ -114,6 +114,9 @@ def judge_speculative(df: pd.DataFrame, t: dict, hybrid: str) -> tuple[str, list
     rows = {x: d[d["design"] == x] for x in (hybrid, "softmax")}
     if any(r.empty for r in rows.values()):
         return NOT_MEASURED_YET, [f"no measured verify-k records at k = {t['max_k']} for {hybrid} and softmax"]
+    both = set(rows[hybrid]["context_len"]) & set(rows["softmax"]["context_len"]) if "context_len" in d.columns else set()
+    if both:  # the longest context both were timed after
+        rows = {x: r[r["context_len"] == max(both)] for x, r in rows.items()}
     h, s = rows[hybrid].iloc[-1], rows["softmax"].iloc[-1]
     ev = [
         f"verify {t['max_k']} drafts at once vs {t['max_k']} steps ({r['hardware']}, {fmt_len(r['context_len'])}): {d_}: {r['value']:.2f}x (p25-p75 {r['p25']:.2f}-{r['p75']:.2f})"
