@@ -45,7 +45,7 @@ from .runner import config_dict
 from .tasks.batches import IGNORE, Stage, chain_batch, mqar_batch
 from .tasks.stage import rows_of
 from .tasks.vocab import Vocab
-from .train_rate import calibrate_peak, cpu_name
+from .train_rate import calibrate_peak, device_name
 from .train_record import TrainState, rule_of, stop_reason, training_record
 from .train_start import ADDED_AT_DEFAULT as ADDED_AT_DEFAULT  # importable from here, as before
 from .train_start import FORMAT as FORMAT
@@ -283,8 +283,8 @@ def _train(cfg, design_name: str, device, *, key: str | None, backends: dict[str
         disable=not par.main,
     )
     loop.loss_fn = loss_for(cfg, model, design, par, device)
-    if device.type == "cpu" and st.step < tc.max_steps and st.status == "running":  # the peak this (re)start runs against
-        st.peaks.append({"step": st.step, "flops": calibrate_peak(), "threads": torch.get_num_threads(), "cpu": cpu_name()})
+    if st.step < tc.max_steps and st.status == "running":  # the peak this (re)start runs against (CUDA: bf16)
+        st.peaks.append({"step": st.step, "flops": calibrate_peak(device), "threads": torch.get_num_threads(), "cpu": device_name(device)})
     loop.start = time.perf_counter() - st.wall_s
     model.train()
     if st.continued_from:

@@ -16,13 +16,23 @@ import torch
 PHASES = ("data", "forward", "backward", "optimizer")
 
 
-def calibrate_peak(n: int = 2048) -> float:
-    """fp32 FLOP/s of an n^3 matmul into a preallocated output on this process's threads (median)."""
+def calibrate_peak(device: torch.device | None = None, n: int = 2048) -> float:
+    """FLOP/s of an n^3 matmul into a preallocated output (median): fp32 on this process's CPU
+    threads; on CUDA bf16 at n = 8192, the dtype a CUDA training computes in (bf16 autocast)."""
     from .bench.timing import time_fn
 
-    a, b, out = torch.randn(n, n), torch.randn(n, n), torch.empty(n, n)
-    seconds = time_fn(lambda: torch.mm(a, b, out=out), torch.device("cpu"), min_run_time=0.3).median_ms / 1e3
+    device = device or torch.device("cpu")
+    dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
+    n = 8192 if device.type == "cuda" else n
+    a, b = torch.randn(n, n, device=device, dtype=dtype), torch.randn(n, n, device=device, dtype=dtype)
+    out = torch.empty(n, n, device=device, dtype=dtype)
+    seconds = time_fn(lambda: torch.mm(a, b, out=out), device, min_run_time=0.3).median_ms / 1e3
     return 2 * n**3 / seconds
+
+
+def device_name(device: torch.device) -> str:
+    """What a calibration ran on: the CPU's model, or the GPU's."""
+    return torch.cuda.get_device_name(device) if device.type == "cuda" else cpu_name()
 
 
 def stage_flops(cfg, design, stage) -> float:

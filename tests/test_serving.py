@@ -375,3 +375,42 @@ def test_c7_speculative_part_reads_the_longest_context_both_designs_were_timed_a
     assert verdict == "supported" and all("4K" in e for e in ev), ev  # not the 1K rows, which come last
     rows.append(sp("hyb", 16384, 6.0, 5.5, 6.5))  # a length softmax lacks is not used
     assert judge_speculative(pd.DataFrame(rows), {"max_k": 8}, "hyb")[0] == "supported"
+
+
+def test_c7_speculative_part_compares_timings_of_one_device_a_gpu_first():
+    import pandas as pd
+
+    from attnbench.verdicts.claims_serving import judge_speculative
+
+    def sp(design, device, n, p25, p75):
+        med = (p25 + p75) / 2
+        row = dict(metric="serving/verify_speedup", status="measured", design=design, k=8, context_len=n, device=device)
+        return {**row, "hardware": f"this {device}", "value": med, "v": med, "p25": p25, "p75": p75}
+
+    cpu = [sp("hyb", "cpu", 4096, 1.9, 2.1), sp("softmax", "cpu", 4096, 5.5, 6.5)]  # the CPU says supported
+    gpu = [sp("hyb", "cuda", 1024, 6.4, 6.5), sp("softmax", "cuda", 1024, 5.7, 5.8)]  # the GPU: not supported
+    verdict, ev = judge_speculative(pd.DataFrame(cpu + gpu), {"max_k": 8}, "hyb")
+    assert verdict == "not supported" and all("cuda" in e for e in ev), ev  # not the longer CPU context
+    # a GPU timing of the hybrid alone is not compared with softmax's CPU timing
+    verdict, ev = judge_speculative(pd.DataFrame(cpu + gpu[:1]), {"max_k": 8}, "hyb")
+    assert verdict == "supported" and all("cpu" in e for e in ev), ev
+
+
+def test_storage_cells_of_several_runs_read_the_run_with_the_most_probes():
+    import pandas as pd
+
+    from attnbench.report.data import RunData
+    from attnbench.report.readme_tables_serving import storage
+    from attnbench.verdicts.claims_serving import _acc
+
+    def acc(n, p):
+        row = dict(metric="serving/acc", status="measured", design="softmax", fmt="float32", when="end", context_len=1024)
+        return {**row, "n": n, "value": p, "v": p, "ci_low": p - 0.05, "ci_high": p + 0.01}
+
+    df = pd.DataFrame([acc(100, 0.98), acc(5, 0.80)])  # a GPU run's 5 probes loaded after the CPU run's 100
+    assert _acc(df, "softmax", 1024, "float32", "end")["n"] == 100
+    by = pd.DataFrame(
+        [dict(metric="serving/cache_bytes", design="softmax", when="end", fmt="float32", context_len=1024, bytes_per_token=8.0)]
+    )
+    table = storage(RunData(records=pd.concat([df, by], ignore_index=True), headers=[], footers=[], files=[]))
+    assert table["float32"].iloc[0].startswith("0.98")

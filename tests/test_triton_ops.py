@@ -135,7 +135,9 @@ def _lightning(fn, decay):
     return lambda q, k, v, *s: fn(q, k, v, decay, initial_state=s[0] if s else None)
 
 
-@pytest.mark.parametrize("B,H,T,Dk,Dv", [(1, 2, 63, 24, 32), (2, 2, 130, 16, 16)])
+# (1, 1, 70, 24, 136): the backward walks Dv in three tiles of 64, the last one masked (a GPU
+# run at head_dim 128 had run out of shared memory with the whole state in one tile)
+@pytest.mark.parametrize("B,H,T,Dk,Dv", [(1, 2, 63, 24, 32), (2, 2, 130, 16, 16), (1, 1, 70, 24, 136)])
 @pytest.mark.parametrize("with_state", [False, True])
 @pytest.mark.parametrize("dtype", [F32, F16, BF16])
 def test_lightning_triton(B, H, T, Dk, Dv, with_state, dtype):

@@ -255,16 +255,22 @@ def verify_timing(ctx, name: str, model, n: int, chunk: int) -> None:
     snap = cache.snapshot()
     held = snapshot_bytes(snap)
     arch = from_model(cfg.model, cfg.attention[name])
+    # CUDA runs asynchronously: a clock read without a sync would time the kernel launches
+    sync = torch.cuda.synchronize if ctx.device.type == "cuda" else (lambda: None)
     for k in KS:
         one, steps = [], []
         for _ in range(repeats):  # alternated, so a change of machine load hits both
+            sync()
             t = time.perf_counter()
             model(drafts[:, :k], cache)
+            sync()
             one.append(time.perf_counter() - t)
             cache.restore(snap)
+            sync()
             t = time.perf_counter()
             for j in range(k):
                 model(drafts[:, j : j + 1], cache)
+            sync()
             steps.append(time.perf_counter() - t)
             cache.restore(snap)
         common = dict(context_len=n, k=k, repeats=repeats, device=ctx.device.type, dtype="float32")

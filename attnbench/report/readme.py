@@ -32,7 +32,15 @@ from pathlib import Path
 
 import pandas as pd
 
-from . import readme_tables, readme_tables_costs, readme_tables_loaded, readme_tables_scale, readme_tables_serving, readme_tables_speed
+from . import (
+    readme_tables,
+    readme_tables_costs,
+    readme_tables_gpu,
+    readme_tables_loaded,
+    readme_tables_scale,
+    readme_tables_serving,
+    readme_tables_speed,
+)
 from .data import RunData, fmt_len, load
 from .readme_registry import Tables
 
@@ -46,7 +54,15 @@ def merged(*modules) -> Tables:
     return out
 
 
-TABLES = merged(readme_tables, readme_tables_costs, readme_tables_loaded, readme_tables_scale, readme_tables_serving, readme_tables_speed)
+TABLES = merged(
+    readme_tables,
+    readme_tables_costs,
+    readme_tables_gpu,
+    readme_tables_loaded,
+    readme_tables_scale,
+    readme_tables_serving,
+    readme_tables_speed,
+)
 BLOCK = re.compile(r"(<!-- table: (?P<name>[\w/.-]+) -->\n)(?P<body>.*?)(<!-- /table -->)", re.S)
 ALLOW = re.compile(r"<!-- not from records:(?P<list>.*?)-->", re.S)
 # a number: digits with thousands commas or decimals, units after it allowed (9.5x, 64K, 38 min);

@@ -109,9 +109,14 @@ def _by_cpu_and_length(data: RunData, d: pd.DataFrame, peak: bool = False):
             yield {"CPU": cpu, "T": f"{L:.0f}"}, g
 
 
+def on_cpu(d: pd.DataFrame) -> pd.DataFrame:
+    """The CPU's records (a CUDA run's beside them has tables of its own: readme_tables_gpu)."""
+    return d[d["device"].astype(str) != "cuda"] if "device" in d.columns else d
+
+
 @table("kernels/cpu")
 def kernels_cpu(data: RunData) -> pd.DataFrame:
-    d = metric(data.records, "latency/prefill_ms")
+    d = on_cpu(metric(data.records, "latency/prefill_ms"))
     rows = []
     for row, g in _by_cpu_and_length(data, d):
         base = g[(g["op"] == BASELINE_OP) & (g["status"] == "measured")]["v"]
@@ -132,7 +137,7 @@ def kernels_cpu(data: RunData) -> pd.DataFrame:
 def kernels_efficiency(data: RunData) -> pd.DataFrame:
     """Achieved GFLOP/s of each timed op (the cost model's FLOP count) and its fraction of the fp32
     matmul peak calibrated at the start of the run (older records carry neither: —)."""
-    d = metric(data.records, "latency/prefill_ms")
+    d = on_cpu(metric(data.records, "latency/prefill_ms"))
     d = d[d["status"] == "measured"]
     rows = []
     for row, g in _by_cpu_and_length(data, d, peak=True):
@@ -151,9 +156,9 @@ def kernels_alternating(data: RunData) -> pd.DataFrame:
     the ops timed in turn, bench.timing.time_alternating) with its p25-p75, and each timing's fraction of
     its roofline (the cost model's FLOPs at the calibrated peak) with the peak it was read against."""
     rec = data.records
-    sp = metric(rec, "kernels/speedup")
+    sp = on_cpu(metric(rec, "kernels/speedup"))
     sp = sp[(sp["status"] == "measured") & sp["method"].astype(str).str.startswith("alternating")]
-    lat = metric(rec, "latency/prefill_ms")
+    lat = on_cpu(metric(rec, "latency/prefill_ms"))
     lat = lat[(lat["status"] == "measured") & (lat["method"] == "alternating")]
     cal = metric(rec, "calibration/matmul_flops")
     rows = []

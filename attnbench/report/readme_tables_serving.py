@@ -13,6 +13,11 @@ TABLES = Tables()  # this module's README tables (report/readme.py merges every 
 table = TABLES.table
 
 
+def most_probes(d: pd.DataFrame) -> pd.DataFrame:
+    """A cell's records, the one with the most probes last (a GPU run's 5 probes beside the CPU run's 100)."""
+    return d.sort_values("n", kind="stable") if "n" in d.columns else d
+
+
 @table("serving/storage")
 def storage(data: RunData) -> pd.DataFrame:
     """Accuracy [95% interval] (bytes per token) by storage format, per design and storage mode."""
@@ -24,7 +29,10 @@ def storage(data: RunData) -> pd.DataFrame:
     for (design, when, n), g in acc.groupby(["design", "when", "context_len"], sort=False):
         row = {"design": design, "stored": when, "length": f"{int(n):,}"}
         for f in FORMATS:
-            r, b = g[g["fmt"] == f], by[(by["design"] == design) & (by["when"] == when) & (by["fmt"] == f) & (by["context_len"] == n)]
+            r, b = (
+                most_probes(g[g["fmt"] == f]),
+                by[(by["design"] == design) & (by["when"] == when) & (by["fmt"] == f) & (by["context_len"] == n)],
+            )
             row[f] = (
                 "—"
                 if r.empty
@@ -44,7 +52,7 @@ def chain_storage(data: RunData) -> pd.DataFrame:
     for (design, when, n, hops), g in acc.groupby(["design", "when", "context_len", "hops"], sort=False):
         row = {"design": design, "stored": when, "length": f"{int(n):,}", "hops": int(hops)}
         for f in FORMATS:
-            r = g[g["fmt"] == f]
+            r = most_probes(g[g["fmt"] == f])
             row[f] = (
                 "—"
                 if r.empty
@@ -68,9 +76,12 @@ def verify(data: RunData) -> pd.DataFrame:
         kept = rb[(rb["design"] == r["design"]) & (rb["k"] == r["k"]) & (rb["method"] == "snapshot")] if not rb.empty else rb
         if not kept.empty and "context_len" in kept.columns:
             kept = kept[kept["context_len"] == r["context_len"]]
+        if not kept.empty and "device" in kept.columns:
+            kept = kept[kept["device"] == r["device"]]
         rows.append(
             {
                 "design": r["design"],
+                "device": r["device"],
                 "after (tokens)": f"{int(r['context_len']):,}",
                 "k": int(r["k"]),
                 "k steps / one forward": f"{r['v']:.2f} [{r['p25']:.2f}, {r['p75']:.2f}]",

@@ -202,10 +202,12 @@ def _grads(
     DV: tl.constexpr,
     C: tl.constexpr,
     BDK: tl.constexpr,
-    BDV: tl.constexpr,
+    BV: tl.constexpr,
     UPCAST: tl.constexpr,
     PREC: tl.constexpr,
 ):
+    # Dv is walked in tiles of BV: the fp32 state tiles (BDK, BV) stay small enough for shared
+    # memory at head_dim 128 (two whole 128 x 128 fp32 states needed 256 KiB, over the H200's 227).
     n = tl.program_id(0)
     bh = tl.program_id(1).to(tl.int64)  # 64-bit offsets
     s = tl.load(DECAY + bh % H)
@@ -213,37 +215,43 @@ def _grads(
     t = n * C + i
     L = tl.minimum(C, T - n * C)
     offs_dk = tl.arange(0, BDK)
-    offs_dv = tl.arange(0, BDV)
     k_mask = (t[:, None] < T) & (offs_dk[None, :] < DK)
-    v_mask = (t[:, None] < T) & (offs_dv[None, :] < DV)
     q = tl.load(Q + (bh * T + t[:, None]) * DK + offs_dk[None, :], mask=k_mask, other=0.0)  # (C, BDK)
     k = tl.load(K + (bh * T + t[:, None]) * DK + offs_dk[None, :], mask=k_mask, other=0.0)
-    v = tl.load(V + (bh * T + t[:, None]) * DV + offs_dv[None, :], mask=v_mask, other=0.0)  # (C, BDV)
-    do = tl.load(DO + (bh * T + t[:, None]) * DV + offs_dv[None, :], mask=v_mask, other=0.0)
     if UPCAST:
         q = q.to(tl.float32)
         k = k.to(tl.float32)
-        v = v.to(tl.float32)
-        do = do.to(tl.float32)
-    st_off = (bh * N + n) * DK * DV + offs_dk[:, None] * DV + offs_dv[None, :]
-    st_mask = (offs_dk[:, None] < DK) & (offs_dv[None, :] < DV)
-    s_in = tl.load(H_IN + st_off, mask=st_mask, other=0.0)  # (BDK, BDV) state entering the chunk
-    g = tl.load(DH + st_off, mask=st_mask, other=0.0)  # dL/dS at the chunk's end
     gap = (i[:, None] - i[None, :]).to(tl.float32)
     decay = tl.where(gap >= 0, tl.exp(-s * tl.maximum(gap, 0.0)), 0.0)  # (C, C), [query i, key j]
     a = tl.dot(q, tl.trans(k), input_precision="ieee") * decay
-    da = tl.dot(do, tl.trans(v), input_precision="ieee") * decay
     e_q = tl.exp(-s * (i + 1).to(tl.float32))
     e_k = tl.where(i < L, tl.exp(-s * (L - 1 - i).to(tl.float32)), 0.0)
-    dq = tl.dot(da.to(k.dtype), k, input_precision="ieee")
-    dq += e_q[:, None] * tl.dot(do.to(tl.float32), tl.trans(s_in), input_precision=PREC)
-    dk = tl.dot(tl.trans(da.to(q.dtype)), q, input_precision="ieee")
-    dk += e_k[:, None] * tl.dot(v.to(tl.float32), tl.trans(g), input_precision=PREC)
-    dv = tl.dot(tl.trans(a.to(do.dtype)), do, input_precision="ieee")
-    dv += e_k[:, None] * tl.dot(k.to(tl.float32), g, input_precision=PREC)
+    da = tl.zeros([C, C], tl.float32)  # do v^T, summed over the Dv tiles
+    dq_state = tl.zeros([C, BDK], tl.float32)  # do S_n^T
+    dk_state = tl.zeros([C, BDK], tl.float32)  # v G_n^T
+    for v0 in range(0, DV, BV):
+        offs_dv = v0 + tl.arange(0, BV)
+        v_mask = (t[:, None] < T) & (offs_dv[None, :] < DV)
+        v = tl.load(V + (bh * T + t[:, None]) * DV + offs_dv[None, :], mask=v_mask, other=0.0)  # (C, BV)
+        do = tl.load(DO + (bh * T + t[:, None]) * DV + offs_dv[None, :], mask=v_mask, other=0.0)
+        if UPCAST:
+            v = v.to(tl.float32)
+            do = do.to(tl.float32)
+        st_off = (bh * N + n) * DK * DV + offs_dk[:, None] * DV + offs_dv[None, :]
+        st_mask = (offs_dk[:, None] < DK) & (offs_dv[None, :] < DV)
+        s_in = tl.load(H_IN + st_off, mask=st_mask, other=0.0)  # (BDK, BV) state entering the chunk
+        g = tl.load(DH + st_off, mask=st_mask, other=0.0)  # dL/dS at the chunk's end
+        da += tl.dot(do, tl.trans(v), input_precision="ieee")
+        dq_state += tl.dot(do.to(tl.float32), tl.trans(s_in), input_precision=PREC)
+        dk_state += tl.dot(v.to(tl.float32), tl.trans(g), input_precision=PREC)
+        dv = tl.dot(tl.trans(a.to(do.dtype)), do, input_precision="ieee")
+        dv += e_k[:, None] * tl.dot(k.to(tl.float32), g, input_precision=PREC)
+        tl.store(DV_ + (bh * T + t[:, None]) * DV + offs_dv[None, :], dv.to(DV_.dtype.element_ty), mask=v_mask)
+    da = da * decay
+    dq = tl.dot(da.to(k.dtype), k, input_precision="ieee") + e_q[:, None] * dq_state
+    dk = tl.dot(tl.trans(da.to(q.dtype)), q, input_precision="ieee") + e_k[:, None] * dk_state
     tl.store(DQ + (bh * T + t[:, None]) * DK + offs_dk[None, :], dq.to(DQ.dtype.element_ty), mask=k_mask)
     tl.store(DK_ + (bh * T + t[:, None]) * DK + offs_dk[None, :], dk.to(DK_.dtype.element_ty), mask=k_mask)
-    tl.store(DV_ + (bh * T + t[:, None]) * DV + offs_dv[None, :], dv.to(DV_.dtype.element_ty), mask=v_mask)
 
 
 @triton.jit
@@ -334,10 +342,13 @@ def _backward(q, k, v, s, h0, do, dht):
         DV=DV,
         C=CHUNK,
         BDK=pow2(DK),
-        BDV=pow2(DV),
+        BV=min(64, pow2(DV)),
         UPCAST=upcast(q.dtype),
         PREC=prec,
         num_warps=4 if max(DK, DV) <= 64 else 8,
+        # no software pipelining of the Dv walk: at head_dim 128 its buffered (BDK, BV) fp32 state
+        # tiles needed 232-237 KiB of shared memory, over the H200's 227 KiB
+        num_stages=1,
     )
     return dq.to(q.dtype), dk.to(k.dtype), dv.to(v.dtype), dh0
 

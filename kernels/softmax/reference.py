@@ -17,6 +17,12 @@ def softmax_attn(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, scale: fl
     """q (B, H, T, D); k, v (B, Hkv, S, D), S >= T -> o (B, H, T, D)."""
     T, S = q.shape[2], k.shape[2]
     gqa = q.shape[1] != k.shape[1]
+    if gqa and q.is_cuda and q.dtype == torch.float32:
+        # fp32 with enable_gqa takes SDPA's unfused CUDA path, which materialises every head's
+        # (T, S) scores (2 TiB at T = S = 131072, B 2, H 16: an H200 run of exp=kernels_gpu);
+        # with the KV heads repeated the memory-efficient kernel takes it
+        k, v = (x.repeat_interleave(q.shape[1] // k.shape[1], dim=1) for x in (k, v))
+        gqa = False
     if T == S:
         return F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale, enable_gqa=gqa)
     if T == 1:  # one query at the end sees every key: a KV group's query heads become its queries
