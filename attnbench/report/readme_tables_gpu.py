@@ -74,6 +74,7 @@ def train_gpu_rates(data: RunData) -> pd.DataFrame:
     """Per run (the kernel backend), design and curriculum stage: tokens/s of the steps, the cost
     model's GFLOP/s and their fraction of the bf16 matmul peak calibrated at the start (8192^3)."""
     d = metric(data.records, "train/stage_rate")
+    gpu = {h["run_dir"]: (h.get("hardware") or {}).get("gpu") for h in data.headers}  # the records' cpu is the host's
     rows = []
     for _, r in d.iterrows():
         frac = r.get("fraction_of_peak")
@@ -89,7 +90,7 @@ def train_gpu_rates(data: RunData) -> pd.DataFrame:
                 "GFLOP/s": f"{r['gflops']:,.0f}",
                 "% of bf16 peak": "—" if frac is None or pd.isna(frac) else f"{100 * frac:.2f}",
                 "peak (TFLOP/s)": f"{r['peak_gflops'] / 1e3:.0f}",
-                "device": r["cpu"],
+                "device": gpu.get(r["run_dir"]) or r["device"],
             }
         )
     return pd.DataFrame(rows)
