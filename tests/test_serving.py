@@ -67,6 +67,12 @@ SERVING_DESIGNS = ["softmax", "lightning", "sliding_window", "msa", "lightning_h
 BLOCK = 16  # state-save granularity b of the tests
 
 
+def test_every_layout_letter_has_its_one_letter_design_among_the_serving_designs():
+    from attnbench.designs import DESIGNS, layout_letters
+
+    assert {DESIGNS[c].name for c in layout_letters()} <= set(SERVING_DESIGNS)
+
+
 @pytest.fixture(scope="module")
 def cfg():
     return compose_cfg(["+exp=smoke"])  # window 16, msa blocks of 8: the contexts below pass both
