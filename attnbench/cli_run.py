@@ -174,7 +174,8 @@ def planned_sinks(cfg: DictConfig, main: bool) -> list[str]:
 
 
 def finish(cfg: DictConfig, run_dir: Path, ctx, status: str, error: str | None, wall_s: float, sinks: bool) -> int:
-    """The footer, then (``sinks``) the report and W&B. Returns 0; 1 when the disk was full (the one
+    """The footer, then (``sinks``) the report and W&B, then the experiment's last line
+    (``ctx.last_line``: what the budget left out). Returns 0; 1 when the disk was full (the one
     line printed); 130/143 when a signal cut them (one line; a ``sinks`` line after the footer names
     what was cut; rerunning the same command writes them)."""
     recorder, console, done = ctx.recorder, ctx.console, []
@@ -196,9 +197,10 @@ def finish(cfg: DictConfig, run_dir: Path, ctx, status: str, error: str | None, 
         )
         if status == "interrupted":  # every finished cell is already on disk (cells commit atomically)
             console.print(f"{len(recorder.done_cells)} cells recorded; rerun the same command to resume")
-        if sinks:
-            return finish_run(cfg, run_dir, console, status, done)
-        return 0
+        code = finish_run(cfg, run_dir, console, status, done) if sinks else 0
+        if ctx.last_line:  # the run's last line: what the budget left out (the report's first line)
+            console.print(ctx.last_line, markup=False, highlight=False)
+        return code
     except Cut as cut:
         cut_now = [s for s in planned_sinks(cfg, sinks) if s not in done]
         try:

@@ -56,6 +56,7 @@ class RunContext:
     recorder: Recorder
     device: torch.device
     console: Console = field(default_factory=lambda: Console(stderr=True, soft_wrap=True))
+    last_line: str = ""  # the experiment's closing word, printed after the sinks' lines (longctx.budget_summary)
 
     @property
     def design_names(self) -> list[str]:

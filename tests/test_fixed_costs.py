@@ -1,11 +1,14 @@
 """The main job's fixed costs: a checkpoint's training-length checks are stored with it and read
-back by the next run (tests/test_plan_grid.py covers the plan's order and the compile charge),
-and every run ends with one line naming what the budget left out at the load seen."""
+back by the next run, a compile still to come is charged the longest one the run measured
+(tests/test_plan_grid.py covers the plan's order and the compile charge), a run whose budget
+cannot cover the short cells says so at its start, and every run ends with one line naming what
+the budget left out at the load seen."""
 
 from __future__ import annotations
 
 import json
 import re
+import time
 from pathlib import Path
 
 import pytest
@@ -69,6 +72,22 @@ def test_the_run_ends_with_what_the_budget_left_out_at_the_load_seen(tmp_path, m
     assert html.index(s["note"]) < html.index('<section id="summary"')  # the report's first line after its title
 
 
+def test_the_budget_line_comes_after_the_report_and_wandb_lines(tmp_path):
+    """cli_run.finish: the experiment's last line (longctx.budget_summary sets ctx.last_line)
+    is printed after "completed in", the report's and W&B's lines: the run's last line."""
+    from types import SimpleNamespace
+
+    from attnbench import cli_run
+
+    printed: list[str] = []
+    cfg = compose_cfg(["+exp=needle_4m", "wandb.mode=disabled", "report.enabled=false"])
+    recorder = SimpleNamespace(close=lambda *a: None, path=tmp_path / "results.jsonl", done_cells=set())
+    line = "3 of 35 cells skipped for the budget at load 5.8 on 2 cores; rerun with exp.budget=40m, or on a quiet machine"
+    ctx = SimpleNamespace(recorder=recorder, console=SimpleNamespace(print=lambda s, **_: printed.append(s)), last_line=line)
+    assert cli_run.finish(cfg, tmp_path, ctx, "completed", None, 1.0, sinks=True) == 0
+    assert printed[0].startswith("completed in") and printed[1].startswith("W&B: disabled") and printed[-1] == line, printed
+
+
 def test_needle_4m_models_ship_their_checks_under_the_key_a_run_computes(monkeypatch):
     """The README's main command reads every model's training-length checks from the checks.json
     shipped beside it (none computed on a fresh machine): the file holds the key a run computes
@@ -117,3 +136,68 @@ def test_a_cell_given_up_after_some_haystacks_ran_is_partial_not_skipped():
     line = longctx.budget_summary(ctx, None, planned, [(msa64, est, "budget")], {key16}, {key16}, [3.0], 2, 60.0)
     assert line.startswith("1 of 2 cells skipped for the budget, 1 partial at load 3.0 on 2 cores"), line
     assert recorded[0]["partial"] == 1
+
+
+def grid_run(budget: str, seconds: dict, learned: dict):
+    """A GridRun of needle_4m over stub models without a prefill: seconds[name](L) a haystack,
+    learned[name] its training length (0: it passed no stage); returns it, what it printed and
+    the fields it recorded."""
+    from types import SimpleNamespace
+
+    from attnbench.experiments.longctx import Grid, GridRun
+    from attnbench.plan import Estimate
+
+    printed: list[str] = []
+    recorded: list[dict] = []
+
+    def cell(**k):
+        return SimpleNamespace(done=False, record=lambda *a, **f: recorded.append(f), commit=lambda: None)
+
+    cfg = compose_cfg(["+exp=needle_4m", f"exp.budget={budget}"])
+    ctx = SimpleNamespace(cfg=cfg, device=torch.device("cpu"), cell=cell, console=SimpleNamespace(print=lambda s, **_: printed.append(s)))
+    models = {name: SimpleNamespace(record={"rule": {}, "train_len": L}, model=None) for name, L in learned.items()}
+    run = GridRun(ctx, Grid("niah/acc", "stub", [{}], make=lambda *a: []), models, time.perf_counter())
+    run.cal = {name: SimpleNamespace(estimate=lambda L, passes, f=f: Estimate(f(L), 0.0, "stub")) for name, f in seconds.items()}
+    return run, printed, recorded
+
+
+def test_a_budget_short_of_the_learned_designs_short_cells_says_so_at_the_start():
+    """GridRun.warn_short_cut: one line naming the learned designs' 1K-16K cells the plan skips
+    (not those of a design that learned nothing) and the budget that covers them."""
+    seconds = {name: lambda L: L / 4096 for name in ("a", "b", "c")}  # 6 haystacks: 1.5 s at 1K, 6 s at 4K, 24 s at 16K
+    run, printed, _ = grid_run("40s", seconds, {"a": 1024, "b": 1024, "c": 0})  # 39 s of the 63 s the learned designs need
+    planned, skipped = run.plan()
+    run.warn_short_cut(planned, skipped)
+    assert len(printed) == 1, printed
+    assert printed[0].startswith("attnbench: exp.budget=40s does not cover every learned design's cells to 16K at this load ("), printed
+    assert printed[0].endswith(f" on {run.cores} cores): it skips b 16K; give it exp.budget=2m to measure them"), printed
+    run, printed, _ = grid_run("2m", seconds, {"a": 1024, "b": 1024, "c": 0})
+    run.warn_short_cut(*run.plan())
+    assert printed == []
+
+
+def test_a_cell_whose_compile_is_still_to_come_is_charged_the_longest_compile_measured(monkeypatch):
+    """GridRun.haystack: lightning_hybrid31's 64K cell in experiments/needle_4m_loaded/run-busy2
+    (2 haystacks of ~12 s, ~107 s left, the hybrid's compile measured at 96.0 s) is given up whole
+    when the compile it still needs is charged the longest compile measured, and runs when it is
+    charged COMPILE_ESTIMATE_S (no compile measured yet); the compile it runs is then measured."""
+    from attnbench.experiments import longctx_eval
+    from attnbench.experiments.longctx import GridRun
+
+    monkeypatch.setattr(GridRun, "compiles_at", lambda self, name, L: L >= 65536)
+    monkeypatch.setattr(longctx_eval, "compile_prefills", lambda ctx, models: [124.5])
+    coords = {"design": "h31", "context_len": 65536}
+
+    def first_haystack(measured: list[float]):
+        run, _, recorded = grid_run("18m", {"h31": lambda L: 12.1}, {"h31": 1024})
+        run.compile_s = list(measured)
+        run.start = time.perf_counter() - (run.budget - 107.0)
+        monkeypatch.setattr(run, "measure", lambda *a: "measured")
+        monkeypatch.setattr(run, "samples", lambda *a: [])
+        return run, recorded, run.haystack(coords, 0, "leftover", lambda text: None)
+
+    run, recorded, line = first_haystack([96.0])
+    assert line.endswith("skipped, budget") and tuple(coords.items()) in run.given_up and not run.compiled
+    assert "after a compile charged 96 s" in recorded[0]["note"], recorded
+    run, _, line = first_haystack([])
+    assert line.endswith("measured") and run.compiled == {"h31"} and run.compile_s == [124.5]

@@ -140,6 +140,31 @@ def test_a_compile_is_charged_once_to_the_first_cell_that_needs_it():
     assert got[("hybrid", 16 * K)] == ["short"] * 6 and ("hybrid", 64 * K) in got  # charged once, not again at 64K
 
 
+def test_a_compile_still_to_come_is_charged_the_longest_compile_this_run_measured():
+    """compile_charge: COMPILE_ESTIMATE_S before any compile, then the longest one measured. In
+    experiments/needle_4m_loaded/run-busy2, lightning_hybrid31's 64K cell (2 haystacks of ~12 s)
+    began with ~107 s left after the hybrid's compile had taken 96.0 s; charged a minute, it ran,
+    and its own compile (124.5 s) took the run past its budget."""
+    from attnbench.experiments.longctx import COMPILE_ESTIMATE_S, compile_charge, runs_now
+
+    assert compile_charge([]) == COMPILE_ESTIMATE_S == 60.0 and compile_charge([47.3, 120.0]) == 120.0
+    cell = ("lightning_hybrid31", 64 * K)
+    assert runs_now(12.1, 0, [0, 1], 107.0, cell, set(), compile_charge([]))  # a minute's compile fits
+    assert not runs_now(12.1, 0, [0, 1], 107.0, cell, set(), compile_charge([96.0]))  # run-busy2's: given up whole
+    assert runs_now(12.1, 1, [1], 107.0, cell, set())  # its compile done: only the haystack counts
+
+    def plan(measured):  # the hybrid compiles for 64K and up; its 64K cell fits only with a minute's charge
+        def setup(name, L):
+            return compile_charge(measured) if name == "hybrid" and L >= 64 * K else 0.0
+
+        at_64k = estimate("hybrid", 64 * K, 0, {}).seconds * 2
+        budget = short_total("hybrid") + COMPILE_ESTIMATE_S + at_64k + 1.0
+        return cells(plan_grid(["hybrid"], LENGTHS, [{}], estimate, haystacks, budget, 1e12, 16 * K, "test", setup=setup)[0])
+
+    assert ("hybrid", 64 * K) in plan([])
+    assert ("hybrid", 64 * K) not in plan([120.0])
+
+
 def test_learned_designs_get_their_short_cells_before_a_design_that_did_not_learn():
     budget = short_total("hybrid", "softmax") + estimate("lightning", K, 0, {}).seconds * 6 + 0.01
     planned, skipped = plan_grid(

@@ -23,7 +23,17 @@ import numpy as np
 
 from attnbench.evaluate import batch_accuracy, wilson
 from attnbench.experiments.longctx_eval import GridRun, aggregate, compile_prefills, prefill_efficiency
-from attnbench.experiments.longctx_plan import COMPILE_ESTIMATE_S, Grid, _rng, budget_summary, cell_name, plan_grid, runs_now, short_cut_len
+from attnbench.experiments.longctx_plan import (
+    COMPILE_ESTIMATE_S,
+    Grid,
+    _rng,
+    budget_summary,
+    cell_name,
+    compile_charge,
+    plan_grid,
+    runs_now,
+    short_cut_len,
+)
 from attnbench.experiments.train import record_training, training_facts
 from attnbench.tasks.generate import niah
 from attnbench.train import get_model, vocab_of
@@ -35,6 +45,7 @@ __all__ = [  # the flow's parts, importable from here as before the split
     "aggregate",
     "budget_summary",
     "cell_name",
+    "compile_charge",
     "compile_prefills",
     "plan_grid",
     "prefill_efficiency",

@@ -23,7 +23,7 @@ from attnbench.bench.timing import efficiency, noisy
 from attnbench.config import HardwareConfig, parse_duration
 from attnbench.designs import spec_of
 from attnbench.evaluate import PeakRSS, ProbeResult, run_sample, wilson
-from attnbench.experiments.longctx_plan import COMPILE_ESTIMATE_S, Grid, _rng, cell_name, plan_grid, runs_now, short_cut_len
+from attnbench.experiments.longctx_plan import Grid, _rng, cell_name, compile_charge, plan_grid, runs_now, short_cut_len
 from attnbench.experiments.train import training_facts
 from attnbench.kernels import for_layout
 from attnbench.kernels import label as backend_label
@@ -54,6 +54,7 @@ class GridRun:
         self.cores = os.cpu_count() or 1
         self.given_up: set[tuple] = set()  # cells skipped whole after the plan (their haystacks are skipped too)
         self.compiled: set[str] = set()  # designs whose prefill was compiled (at their first cell that needs it)
+        self.compile_s: list[float] = []  # the seconds of each compile this run measured (compile_charge)
         self.late: set[tuple] = set()  # cells with a haystack skipped after the plan
 
     def compiles_at(self, name: str, L: int) -> bool:
@@ -64,6 +65,10 @@ class GridRun:
             and any(spec_of(c).compiled_prefill for c in model.layout[:-1])
             and L >= prefill_chunk(model, self.cfg.eval.chunk)
         )
+
+    def compile_cost(self, name: str, L: int) -> float:
+        """Seconds a cell of L tokens is charged for its design's compile still to come (0: none due)."""
+        return compile_charge(self.compile_s) if self.compiles_at(name, L) and name not in self.compiled else 0.0
 
     def haystacks(self, L: int) -> int:
         cfg = self.cfg
@@ -100,7 +105,7 @@ class GridRun:
             cfg.eval.short_len,
             cfg.exp.budget,
             self.unlearned,
-            setup=lambda name, L: COMPILE_ESTIMATE_S if self.compiles_at(name, L) else 0.0,
+            setup=self.compile_cost,
         )
         names = list(self.models)
         skipped.sort(key=lambda c: (c[0]["context_len"], names.index(c[0]["design"])))
@@ -189,22 +194,24 @@ class GridRun:
         est = self.estimate(coords["design"], coords["context_len"], g_i, group)
         key = tuple(coords.items())
         to_do = [j for j in range(self.haystacks(coords["context_len"])) if j >= i and not ctx.cell(**coords, sample=j, part="eval").done]
-        if not runs_now(est.seconds, i, to_do, left, key, self.given_up):
-            self.skip_late(coords, i, group, est, left, len(to_do), key)
+        design = coords["design"]
+        setup = self.compile_cost(design, coords["context_len"])
+        if not runs_now(est.seconds, i, to_do, left, key, self.given_up, setup):
+            self.skip_late(coords, i, group, est, left, len(to_do), key, setup)
             self.late.add(key)
             return f"{label}: skipped, budget"
         self.loads.append(os.getloadavg()[0])
-        design = coords["design"]
-        if self.compiles_at(design, coords["context_len"]) and design not in self.compiled:
+        if setup:
             self.compiled.add(design)
             note(f"{design}: compiling its prefill for its first cell of {coords['context_len']:,} tokens")
-            compile_prefills(ctx, {design: self.models[design]})
+            self.compile_s += compile_prefills(ctx, {design: self.models[design]})
         note(f"{label} (est {est.seconds:.0f} s)")
         samples = self.samples(coords, group, g_i, i)
         return f"{label}: " + self.measure(cell, coords, i, group, phase, est, samples)
 
-    def skip_late(self, coords: dict, i: int, group: dict, est, left: float, to_do: int, key: tuple) -> None:
-        """Record haystack i skipped after the plan: the budget left no longer covers it."""
+    def skip_late(self, coords: dict, i: int, group: dict, est, left: float, to_do: int, key: tuple, setup: float = 0.0) -> None:
+        """Record haystack i skipped after the plan: the budget left no longer covers it (with
+        setup, the seconds charged for its design's compile still to come)."""
         cell = self.ctx.cell(**coords, sample=i, part="skip-late", budget=self.cfg.exp.budget)
         if cell.done:
             return
@@ -219,8 +226,10 @@ class GridRun:
             sample=i,
             **group,
             note=(
-                f"budget ran out: ~{est.seconds:.0f} s a haystack needed (re-estimated from this run's prefills), "
-                f"{max(0, left):.0f} s left" + (f"; the cell's {to_do} haystacks did not fit, so none ran" if key in self.given_up else "")
+                f"budget ran out: ~{est.seconds:.0f} s a haystack needed (re-estimated from this run's prefills)"
+                + (f" after a compile charged {setup:.0f} s" if setup else "")
+                + f", {max(0, left):.0f} s left"
+                + (f"; the cell's {to_do} haystacks did not fit, so none ran" if key in self.given_up else "")
             ),
             **est.as_fields(),
         )
@@ -323,10 +332,12 @@ class GridRun:
             )
 
 
-def compile_prefills(ctx, models: dict) -> None:
+def compile_prefills(ctx, models: dict) -> list[float]:
     """Model.compile_prefill for every model with lightning blocks, at its prefill chunk, each
     timed and recorded (eval/compile_s); a compile that fails is recorded `failed` and that model
-    runs eagerly (its prefill records say compiled=false)."""
+    runs eagerly (its prefill records say compiled=false). Returns the seconds of each compile
+    measured."""
+    spent: list[float] = []
     for name, t in models.items():
         chunk = prefill_chunk(t.model, ctx.cfg.eval.chunk)
         began = time.perf_counter()
@@ -340,12 +351,14 @@ def compile_prefills(ctx, models: dict) -> None:
         if not compiled:
             continue
         seconds = time.perf_counter() - began
+        spent.append(seconds)
         ctx.console.print(f"  {name}: prefill compiled for chunks of {chunk:,} tokens in {seconds:.1f} s")
         cell = ctx.cell(design=name, part="compile")
         if not cell.done:
             note = "torch.compile of the lightning blocks' prefill, with its warm-up prefill (Model.compile_prefill)"
             cell.record(name, "eval/compile_s", seconds, "s", "measured", chunk=chunk, note=note)
             cell.commit()
+    return spent
 
 
 def prefill_efficiency(cfg, design: str, n: int, prefills: int, seconds: float, hw) -> dict:

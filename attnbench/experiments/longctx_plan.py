@@ -17,7 +17,15 @@ import numpy as np
 from attnbench.config import parse_duration
 from attnbench.tasks.generate import Sample
 
-COMPILE_ESTIMATE_S = 60.0  # the plan's charge for a design's first compiled cell (recorded compiles: 24-96 s on 2 cores)
+COMPILE_ESTIMATE_S = 60.0  # a compile's charge before this run has measured one (recorded compiles: 24-129 s on 2 cores)
+
+
+def compile_charge(measured: list[float]) -> float:
+    """Seconds a compile still to come is charged: the longest compile this run has measured (at
+    this run's load: a minute charged for compiles of 124.5 s and 129.0 s took two
+    experiments/needle_4m_loaded runs past their budget), never less than COMPILE_ESTIMATE_S (a
+    quick first compile says little about a longer one to come)."""
+    return max([*measured, COMPILE_ESTIMATE_S])
 
 
 @dataclass
@@ -167,15 +175,16 @@ def _leftover_pass(plan: _Plan, rest: list, unlearned: frozenset[str], share: fl
             skipped.append(plan.too_long(cell, f"{why}, and the {pool / 60:.1f} min the other designs left did not cover it"))
 
 
-def runs_now(seconds: float, i: int, to_do: list[int], left: float, key: tuple, given_up: set[tuple]) -> bool:
+def runs_now(seconds: float, i: int, to_do: list[int], left: float, key: tuple, given_up: set[tuple], setup: float = 0.0) -> bool:
     """Whether haystack i of a planned cell runs, from its estimate now (refitted with the run's
     prefills): seconds a haystack, to_do the cell's haystacks not yet recorded (i first among
-    them), left the budget's seconds. At its first haystack a cell runs only if all of to_do fit;
-    otherwise it is given up whole (added to given_up): no half cell that spends what a later
-    cell needed. A haystack that no longer fits is skipped (estimates were optimistic)."""
-    if key not in given_up and to_do and i == to_do[0] and seconds * len(to_do) > left:
+    them), left the budget's seconds, setup the seconds due before haystack i (its design's
+    compile still to come: compile_charge). At its first haystack a cell runs only if setup and
+    all of to_do fit; otherwise it is given up whole (added to given_up): no half cell that spends
+    what a later cell needed. A haystack that no longer fits is skipped (estimates were optimistic)."""
+    if key not in given_up and to_do and i == to_do[0] and setup + seconds * len(to_do) > left:
         given_up.add(key)
-    return key not in given_up and seconds <= left
+    return key not in given_up and setup + seconds <= left
 
 
 def short_cut_len(cfg) -> str:
@@ -224,5 +233,5 @@ def budget_summary(ctx, grid: Grid, planned, skipped, late: set, given_up: set, 
             memory=len(memory), load=round(load, 2), cores=cores, budget=cfg.exp.budget, elapsed_s=round(elapsed, 1), note=line,
         )  # fmt: skip
         cell.commit()
-    ctx.console.print(line, markup=False, highlight=False)
+    ctx.last_line = line  # printed after the report's and W&B's lines (cli_run.finish)
     return line

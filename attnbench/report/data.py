@@ -88,8 +88,8 @@ FIGURE_DIR = "figures"  # the report's PNGs, beside report.html (W&B logs them a
 
 @dataclass
 class RunData:
-    # one row per record: COLUMNS + run_dir + run_start and cpu (its header's started and hardware.cpu: a file can hold
-    # runs of several machines) + v (the value as a float, NaN if not a number)
+    # one row per record: COLUMNS + run_dir + run_start and cpu (its header's started and hardware.cpu, hardware.gpu for a
+    # CUDA record: a file can hold runs of several machines) + v (the value as a float, NaN if not a number)
     records: pd.DataFrame
     headers: list[dict]  # one per (re)start, with run_dir added
     footers: list[dict]  # one per (re)start that ended through attnbench.cli (completed | interrupted | failed)
@@ -148,14 +148,15 @@ def load(names: Iterable[Path | str]) -> RunData:
             problems.append(found.summary())
         elif not any(o.get("type") == "header" for o in found.objects):  # (damage names a damaged header itself)
             problems.append(f"{f}: {NO_HEADER}")
-        started = cpu = None  # the (re)start that wrote the records that follow: its header's time and CPU
+        started = cpu = gpu = None  # the (re)start that wrote the records that follow: its header's time, CPU and GPU
         for obj in found.objects:
             kind = obj.get("type")
-            if kind == "record":
-                rows.append({**obj, "run_dir": run_dir, "run_start": started, "cpu": cpu})
+            if kind == "record":  # "cpu": the processor that computed it (a CUDA record's GPU, not its host)
+                rows.append({**obj, "run_dir": run_dir, "run_start": started, "cpu": gpu if obj.get("device") == "cuda" and gpu else cpu})
             elif kind == "header":
                 headers.append({**obj, "run_dir": run_dir})
-                started, cpu = obj.get("started"), (obj.get("hardware") or {}).get("cpu")
+                hw = obj.get("hardware") or {}
+                started, cpu, gpu = obj.get("started"), hw.get("cpu"), hw.get("gpu")
             elif kind == "footer":
                 footers.append({**obj, "run_dir": run_dir})
     if empty and len(empty) == len(files):

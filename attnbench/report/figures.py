@@ -47,7 +47,7 @@ def latency(df: pd.DataFrame) -> Figure | None:
         return None
     lat = df[df["metric"].isin([m for _, m, _ in phases])]
     # one row per device, and per CPU where runs of several CPUs are pooled: never compared across
-    by_cpu = "cpu" in lat.columns and lat["cpu"].nunique() > 1
+    by_cpu = "cpu" in lat.columns and bool((lat.groupby("device")["cpu"].nunique() > 1).any())
     cpus = lat["cpu"] if by_cpu else [None] * len(lat)
     rows_of: list[tuple[str | None, str | None]] = sorted(
         {(str(dev), None if cpu is None else str(cpu)) for dev, cpu in zip(lat["device"], cpus) if pd.notna(dev)}
@@ -76,7 +76,14 @@ def latency(df: pd.DataFrame) -> Figure | None:
             if not d.empty and (d["v"] > 0).any():
                 ax.set_yscale("log")
             if d.empty:
-                ax.text(0.5, 0.5, f"no {phase} timings" + (" on this CPU" if cpu else ""), ha="center", va="center", transform=ax.transAxes)
+                ax.text(
+                    0.5,
+                    0.5,
+                    f"no {phase} timings" + (f" on this {'GPU' if device == 'cuda' else 'CPU'}" if cpu else ""),
+                    ha="center",
+                    va="center",
+                    transform=ax.transAxes,
+                )
                 ax.set_xticks([])
                 ax.set_yticks([])
             ax.set_title(phase + (f" ({device})" if device else "") + (f", {cpu}" if cpu else ""))
