@@ -135,7 +135,7 @@ def test_scale_runs_at_a_tiny_size_records_fit_figures_and_c3(tmp_path, monkeypa
     monkeypatch.setenv("ATTNBENCH_CACHE", str(tmp_path / "cache"))
     # each training's start calibrates the CPU's matmul peak (seconds on a busy machine); it sets
     # no number this test reads, so eight tiny trainings skip it
-    monkeypatch.setattr("attnbench.train.calibrate_peak", lambda: 1e9)
+    monkeypatch.setattr("attnbench.train.calibrate_peak", lambda device=None: 1e9)
     run = tmp_path / "run"
     cfg = compose_cfg(["+exp=scale", *TINY, "threads=1", "wandb.mode=disabled", "report.enabled=false"])
     threads = torch.get_num_threads()
