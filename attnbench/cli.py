@@ -11,7 +11,7 @@ Every run ends (completed, failed, or interrupted by Ctrl-C or SIGTERM: then par
 Subcommands (dispatched before Hydra sees the arguments):
     python -m attnbench report RUN_DIR [RUN_DIR ...] [--out DIR] [--no-pdf]
     python -m attnbench report --all-experiments [--root DIR]
-    python -m attnbench report --decision [--root DIR]     # every experiment -> reports/decision/
+    python -m attnbench report --decision [--root DIR] [--out DIR]  # every experiment -> reports/decision/
     python -m attnbench dashboard entity=E project=P [exp=NAME] [name=TITLE] [--dry-run]
 
 Here: the entry points, the ``Guard`` callback and the resolvers Hydra's config names; the
@@ -146,7 +146,7 @@ def report_main(argv: list[str]) -> int:
         prog="python -m attnbench report", description="Write report.html and report.pdf from run directories' results.jsonl."
     )
     ap.add_argument("run_dirs", nargs="*", type=Path, help="run or sweep directories (merged into one report)")
-    ap.add_argument("--out", type=Path, help="where to write (default: the run directory, or the one they share)")
+    ap.add_argument("--out", type=Path, help="where to write (default: the run directory, or the one they share; reports/decision/ with --decision)")
     ap.add_argument("--no-pdf", action="store_true", help="skip report.pdf")
     ap.add_argument("--all-experiments", action="store_true", help="experiments/<name>/ -> reports/<name>/ for every recorded experiment")
     ap.add_argument(
@@ -160,7 +160,7 @@ def report_main(argv: list[str]) -> int:
         if args.out is not None:
             rundir.check_writable(args.out, "report directory --out", "choose another with --out DIR")
         if args.decision:
-            results = [decision_report(args.root, pdf=not args.no_pdf)]
+            results = [decision_report(args.root, pdf=not args.no_pdf, out=args.out)]
         elif args.all_experiments:
             results = all_experiments(args.root, pdf=not args.no_pdf)
         else:

@@ -313,6 +313,15 @@ def test_report_cli_decision(tmp_path):
     )
     assert res.returncode == 0, res.stderr
     assert (tmp_path / "reports" / "decision" / "report.html").is_file()
+    elsewhere = subprocess.run(  # --out moves it
+        [sys.executable, "-m", "attnbench", "report", "--decision", "--no-pdf", "--root", str(tmp_path), "--out", str(tmp_path / "mine")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
+    assert elsewhere.returncode == 0, elsewhere.stderr
+    assert (tmp_path / "mine" / "report.html").is_file()
     empty = tmp_path / "nothing"
     (empty / "experiments").mkdir(parents=True)
     bad = subprocess.run(

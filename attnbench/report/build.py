@@ -312,17 +312,17 @@ def all_experiments(root: Path | str = ".", *, pdf: bool = True) -> list[ReportR
 DECISION_DIR = "decision"
 
 
-def decision_report(root: Path | str = ".", *, pdf: bool = True) -> ReportResult:
-    """Every recorded experiment merged into reports/decision/: the page a team reads to decide."""
+def decision_report(root: Path | str = ".", *, pdf: bool = True, out: Path | str | None = None) -> ReportResult:
+    """Every recorded experiment merged into reports/decision/ (or out): the page a team reads to decide."""
     root = Path(root)
     dirs = experiment_dirs(root)
     if not dirs:
         raise FileNotFoundError(f"{root / 'experiments'}: no results.jsonl in any experiment folder")
     return build_report(
         dirs,
-        root / "reports" / DECISION_DIR,
+        Path(out) if out is not None else root / "reports" / DECISION_DIR,
         pdf=pdf,
-        command="python -m attnbench report --decision",
+        command="python -m attnbench report --decision" + (f" --out {out}" if out is not None else ""),
         title="attnbench decision report: every recorded experiment",
         intro=f"Merged from {', '.join(d.name for d in dirs)} (experiments/<name>/). Each table cell and "
         f"claim names the records it comes from; hover a cell for its source.",
