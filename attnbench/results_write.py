@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from .results_integrity import CHECKSUM, cell_name, encode_line, scan
-from .results_record import REQUIRED, STATUSES, git_commit, hardware, now, versions
+from .results_record import REQUIRED, STATUSES, git_commit, hardware, now, stable_hash, versions
 
 DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
 
@@ -128,6 +128,14 @@ class Recorder:
             raise ValueError(f"status {fields['status']!r}: allowed {STATUSES}")
         # a record copied from elsewhere (a checkpoint's training curve) keeps its own time
         return {"type": "record", **fields, "config_hash": self.config_hash, "time": fields.get("time", now())}
+
+    def record(self, **fields: Any) -> dict:
+        """One checked record written at once as a cell of its own (keyed by its content and
+        time): the stand-alone probes under experiments/ (measure.py, probe.py, run.py) record
+        each measurement this way, so that a killed probe keeps what it measured."""
+        rec = self.make(**fields)
+        self.write_cell(stable_hash(rec), [rec], {"metric": rec["metric"]})
+        return rec
 
     def records_of(self, cell: str) -> list[dict]:
         """The records of a cell an earlier run in this file committed whole (empty if none)."""

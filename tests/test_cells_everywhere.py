@@ -92,3 +92,15 @@ def test_one_key_for_two_different_records_is_refused(tmp_path):
     with pytest.raises(ValueError, match="misses a coordinate"):
         rec.write_cell("k", [{**row, "value": 2.0}])
     assert [json.loads(l)["type"] for l in (tmp_path / "results.jsonl").read_text().splitlines()] == ["header", "record", "commit"]
+
+
+def test_a_standalone_probe_records_each_measurement_as_its_own_cell(tmp_path):
+    """Recorder.record (experiments/*/measure.py, probe.py, run.py): one record, committed at once."""
+    path = tmp_path / "results.jsonl"
+    rec = Recorder(path, "probe", {}, "h0")
+    for v in (1.0, 2.0):
+        rec.record(design="softmax", layout="S", metric="probe/x", value=v, unit="ratio", status="measured")
+    rec.close("completed", 1.0)
+    lines = [json.loads(l) for l in path.read_text().splitlines()]
+    assert [l["type"] for l in lines] == ["header", "record", "commit", "record", "commit", "footer"]
+    assert lines[1]["cell"] != lines[3]["cell"] and not scan(path).needs_repair

@@ -146,9 +146,9 @@ def _blocks(x, bs: int):
 
 
 def _ones(vb):
-    """(..., bs, D) value blocks -> (..., bs, D + 1) with a column of ones: p @ it gives p v and
-    p's row sums in one GEMM. Only the blocks in use are padded (a decode step reads 7 of a
-    cache's thousands)."""
+    """(..., bs, D) blocks -> (..., bs, D + 1) with a column of ones: p @ it gives p v and p's
+    row sums in one GEMM; [q, -m] @ it^T gives q . k - m. A decode step pads only the blocks it
+    reads (7 of a cache's thousands)."""
     return F.pad(vb, (0, 1), value=1.0)
 
 
@@ -175,26 +175,28 @@ def _local(qs, kb, vb, p0: int):
     return ol.view(B, G, n_q * bs, Hg, D + 1)[:, :, keep], m.view(B, G, n_q * bs, Hg)[:, :, keep]
 
 
-def _remote(ol, m, qs, kb, vb, sel, p0: int):
+def _remote(ol, qa, ka, vb1, sel, p0: int):
     """Add each query's selected earlier blocks into its softmax sums, block-major.
 
-    For one (batch, group): ol (T, Hg, D + 1) and m (T, Hg) from _local, updated in place; qs
-    (T, Hg, D) pre-scaled queries at absolute positions p0 ..; kb, vb (NB, bs, D); sel (T,
-    top_k) block ids. (query, block) pairs are sorted by
-    block, so each key block meets all the queries that chose it in one GEMM; those blocks lie
-    wholly in the past (no mask), and every buffer is one block's worth (cache-sized).
+    For one (batch, group): ol (T, Hg, D + 1) from _local, updated in place; qa (T, Hg, D + 1)
+    the pre-scaled queries at absolute positions p0 .. with -m (m: the local block's max, each
+    query's reference) as their last column; ka, vb1 (NB, bs, D + 1) the key blocks with a
+    column of ones and the value blocks with a column of ones; sel (T, top_k) block ids.
+    (query, block) pairs are sorted by block, so each key block meets all the queries that chose
+    it in one GEMM; those blocks lie wholly in the past (no mask), and every buffer is one
+    block's worth (cache-sized).
 
-    The local block's max m stays each query's reference: a block's p = exp(s - m) times the
-    values and ones (p v and its row sums in one GEMM) is added onto ol as it is, with no
-    rescale of what came before (softmax does not depend on the reference; it only keeps exp in
-    range). Scores far below m underflow only where they are negligible beside the local max's
-    own exp(0) = 1. A block whose sums pass exp(RESCALE_ABOVE) (or overflow) is redone after
-    moving those rows' reference up (FlashAttention's online rescale; random and trained scores
-    rarely need it).
+    qa's row against ka's is q . k - m, so one GEMM gives the scores already relative to the
+    reference, and p = exp(s - m) times the values and ones (p v and its row sums in one GEMM) is
+    added onto ol as it is, with no rescale of what came before (softmax does not depend on the
+    reference; it only keeps exp in range). Scores far below m underflow only where they are
+    negligible beside the local max's own exp(0) = 1. A block whose sums pass exp(RESCALE_ABOVE)
+    (or overflow) is redone after moving those rows' reference up (FlashAttention's online
+    rescale; random and trained scores rarely need it).
     """
-    T, Hg, D = qs.shape
-    bs = kb.shape[1]
-    local = torch.arange(p0, p0 + T, device=qs.device) // bs
+    T, Hg, D1 = qa.shape
+    D, bs = D1 - 1, ka.shape[1]
+    local = torch.arange(p0, p0 + T, device=qa.device) // bs
     valid = (sel >= 0) & (sel < local[:, None])  # earlier blocks only
     t, slot = valid.nonzero(as_tuple=True)
     blk = sel[t, slot]
@@ -202,22 +204,20 @@ def _remote(ol, m, qs, kb, vb, sel, p0: int):
     t, blk = t[order], blk[order]  # pairs sorted by block; a query appears at most once per block
     limit = math.exp(RESCALE_ABOVE)
     start = 0
-    for n, cnt in enumerate(torch.bincount(blk, minlength=kb.shape[0]).tolist()):
+    for n, cnt in enumerate(torch.bincount(blk, minlength=ka.shape[0]).tolist()):
         if not cnt:
             continue
         rows = t[start : start + cnt]
         start += cnt
-        q_rows = qs.index_select(0, rows).view(cnt * Hg, D)
-        m_rows = m.index_select(0, rows).view(cnt * Hg, 1)
-        v1 = _ones(vb[n])  # (bs, D + 1)
-        pv = (q_rows @ kb[n].T).sub_(m_rows).exp_() @ v1  # (cnt * Hg, D + 1)
+        q_rows = qa.index_select(0, rows).view(cnt * Hg, D1)
+        pv = (q_rows @ ka[n].T).exp_() @ vb1[n]  # exp(q . k - m) @ [v, 1]: (cnt * Hg, D + 1)
         if not float(pv[:, D].max()) <= limit:  # also catches inf and NaN
-            s = (q_rows @ kb[n].T).sub_(m_rows)
-            up = s.amax(-1, keepdim=True).clamp_(min=0)  # the new reference, over the old
-            m.index_add_(0, rows, up.view(cnt, Hg))
+            s = q_rows @ ka[n].T  # (cnt * Hg, bs): q . k - m
+            up = s.amax(-1, keepdim=True).clamp_(min=0)  # how far the new reference lies over the old
+            qa[:, :, D].index_add_(0, rows, -up.view(cnt, Hg))
             ol.index_copy_(0, rows, ol.index_select(0, rows) * torch.exp(-up).view(cnt, Hg, 1))
-            pv = s.sub_(up).exp_() @ v1
-        ol.index_add_(0, rows, pv.view(cnt, Hg, D + 1))
+            pv = s.sub_(up).exp_() @ vb1[n]
+        ol.index_add_(0, rows, pv.view(cnt, Hg, D1))
 
 
 def _sparse(q, k, v, block_idx, block_size, scale):
@@ -225,15 +225,18 @@ def _sparse(q, k, v, block_idx, block_size, scale):
     G, S = k.shape[1], k.shape[2]
     Hg, bs, offset = H // G, block_size, S - T
     kb, vb = _blocks(k, bs), _blocks(v, bs)  # (B, G, NB, bs, D)
-    qs = (q * scale).view(B, G, Hg, T, D).transpose(2, 3).contiguous()  # (B, G, T, Hg, D)
+    qa = q.new_empty(B, G, T, Hg, D + 1)  # pre-scaled queries, then -m in the last column (_remote)
+    torch.mul(q.view(B, G, Hg, T, D).transpose(2, 3), scale, out=qa[..., :D])  # one pass: scale and relayout
+    qs = qa[..., :D]  # (B, G, T, Hg, D)
     step = max(bs, QUERY_CHUNK // bs * bs)  # queries per local pass (bounds its (.., bs) scores)
     ol = qs.new_empty(B, G, T, Hg, D + 1)
-    m = qs.new_empty(B, G, T, Hg)
     for c0 in range(0, T, step):
-        ol[:, :, c0 : c0 + step], m[:, :, c0 : c0 + step] = _local(qs[:, :, c0 : c0 + step], kb, vb, offset + c0)
+        ol[:, :, c0 : c0 + step], m = _local(qs[:, :, c0 : c0 + step], kb, vb, offset + c0)
+        torch.neg(m, out=qa[:, :, c0 : c0 + step, :, D])
     for b in range(B):
         for g in range(G):
-            _remote(ol[b, g], m[b, g], qs[b, g], kb[b, g], vb[b, g], block_idx[b, g], offset)
+            ka, vb1 = _ones(kb[b, g]), _ones(vb[b, g])  # (NB, bs, D + 1), once per group
+            _remote(ol[b, g], qa[b, g], ka, vb1, block_idx[b, g], offset)
     o = torch.empty(B, G, Hg, T, D, dtype=q.dtype, device=q.device)
     torch.div(ol[..., :D].transpose(2, 3), ol[..., D:].transpose(2, 3), out=o)  # one pass into the heads' layout
     return o.view(B, H, T, D)
