@@ -146,7 +146,9 @@ def report_main(argv: list[str]) -> int:
         prog="python -m attnbench report", description="Write report.html and report.pdf from run directories' results.jsonl."
     )
     ap.add_argument("run_dirs", nargs="*", type=Path, help="run or sweep directories (merged into one report)")
-    ap.add_argument("--out", type=Path, help="where to write (default: the run directory, or the one they share; reports/decision/ with --decision)")
+    ap.add_argument(
+        "--out", type=Path, help="where to write (default: the run directory, or the one they share; reports/decision/ with --decision)"
+    )
     ap.add_argument("--no-pdf", action="store_true", help="skip report.pdf")
     ap.add_argument("--all-experiments", action="store_true", help="experiments/<name>/ -> reports/<name>/ for every recorded experiment")
     ap.add_argument(
