@@ -410,12 +410,23 @@ def lightning_scan(calls: int, H: int = 8, D: int = 64, T: int = 65536, layer: i
                      **alternate(run(old.lightning_attn), run(new.lightning_attn), calls))]
 
 
-def msa_op(calls: int, op: str = "attn", T: int = 65536):
-    """msa_select or msa_attn (no grad) against SESSION_4's, at kernels_cpu's shape (B 1, H 8,
+SESSION_10 = "6fbed1e"  # main before msa's remote pass took -m into its score GEMM (2026-12-04)
+MSA_CHANGES = {  # (op, old commit) -> what the old code did, what the new one does
+    ("select", SESSION_4): ("token scores as (queries, keys) tiles, max over each row's blocks",
+                            "(keys, queries) tiles, max across rows (vectorised along the queries)"),
+    ("attn", SESSION_4): ("remote blocks folded in by an online softmax (running max, rescale per block)",
+                          "remote blocks added onto the local block's sums (index_add, rescale only past RESCALE_ABOVE)"),
+    ("attn", SESSION_10): ("scores minus the gathered reference max in a pass of their own, ones padded per block",
+                           "[q, -m] @ [k, 1]^T: the reference max inside the score GEMM; ones padded once per group"),
+}
+
+
+def msa_op(calls: int, op: str = "attn", T: int = 65536, rev: str = SESSION_4):
+    """msa_select or msa_attn (no grad) against rev's, at kernels_cpu's shape (B 1, H 8,
     Hkv 2, D 64, index dim 64, block 64, top 8)."""
     from attnbench.kernels.msa import reference as new
 
-    old = old_module("kernels/msa/reference.py", "old_msa_reference_s4", {"from ..": "from attnbench.kernels."}, rev=SESSION_4)
+    old = old_module("kernels/msa/reference.py", f"old_msa_reference_{rev}", {"from ..": "from attnbench.kernels."}, rev=rev)
     B, H, G, D, Di, bs, k = 1, 8, 2, 64, 64, 64, 8
     g = torch.Generator().manual_seed(0)
     q, kk, v = torch.randn(B, H, T, D, generator=g), torch.randn(B, G, T, D, generator=g), torch.randn(B, G, T, D, generator=g)
@@ -427,46 +438,16 @@ def msa_op(calls: int, op: str = "attn", T: int = 65536):
 
             def run(m):
                 return lambda: m.msa_select(iq, ik, bs, k)
-
-            how = ("token scores as (queries, keys) tiles, max over each row's blocks", "(keys, queries) tiles, max across rows (vectorised along the queries)")
         else:
             close(new.msa_attn(q, kk, v, idx, bs), old.msa_attn(q, kk, v, idx, bs), "o")
 
             def run(m):
                 return lambda: m.msa_attn(q, kk, v, idx, bs)
 
-            how = ("remote blocks folded in by an online softmax (running max, rescale per block)", "remote blocks added onto the local block's sums (index_add, rescale only past RESCALE_ABOVE)")
+        how = MSA_CHANGES[op, rev]
         return [dict(design="msa", metric=f"speedup/msa_{op}", unit="x", context_len=T, heads=H, head_dim=D,
                      what=f"msa_{op} forward (no grad), B 1, H 8, Hkv 2, block 64, top 8",
-                     old=f"{SESSION_4}: {how[0]}", new=how[1], **alternate(run(old), run(new), calls))]
-
-
-SESSION_10 = "6fbed1e"  # main before msa's remote pass took -m into its score GEMM (2026-12-04)
-
-
-def msa_attn_fused_m(calls: int, T: int = 65536):
-    """msa_attn (no grad) against SESSION_10's, at kernels_cpu's shape: the reference max as a
-    column of the queries (no subtraction pass, no gather of m), the ones columns padded once per
-    group, and the queries scaled into their layout in one pass."""
-    from attnbench.kernels.msa import reference as new
-
-    old = old_module("kernels/msa/reference.py", "old_msa_reference_s10", {"from ..": "from attnbench.kernels."}, rev=SESSION_10)
-    B, H, G, D, Di, bs, k = 1, 8, 2, 64, 64, 64, 8
-    g = torch.Generator().manual_seed(0)
-    q, kk, v = torch.randn(B, H, T, D, generator=g), torch.randn(B, G, T, D, generator=g), torch.randn(B, G, T, D, generator=g)
-    iq, ik = torch.randn(B, G, T, Di, generator=g), torch.randn(B, T, Di, generator=g)
-    with torch.no_grad():
-        idx = new.msa_select(iq, ik, bs, k)
-        close(new.msa_attn(q, kk, v, idx, bs), old.msa_attn(q, kk, v, idx, bs), "o")
-
-        def run(m):
-            return lambda: m.msa_attn(q, kk, v, idx, bs)
-
-        return [dict(design="msa", metric="speedup/msa_attn", unit="x", context_len=T, heads=H, head_dim=D,
-                     what="msa_attn forward (no grad), B 1, H 8, Hkv 2, block 64, top 8",
-                     old=f"{SESSION_10}: scores minus the gathered reference max in a pass of their own, ones padded per block",
-                     new="[q, -m] @ [k, 1]^T: the reference max inside the score GEMM; ones padded once per group",
-                     **alternate(run(old), run(new), calls))]
+                     old=f"{rev}: {how[0]}", new=how[1], **alternate(run(old), run(new), calls))]
 
 
 def msa_select_tiles(calls: int, rows: int, keys: int, T: int = 32768):
@@ -565,7 +546,7 @@ CASES = {"msa_train_layer": msa_train_layer, "msa_train_layer_2048": lambda c: m
          "moe_fixed_buffers": moe_fixed_buffers, "prefill_compiled": prefill_compiled, "heap_growth": heap_growth,
          "heap_growth_compiled": lambda c: heap_growth(c, compiled=True),
          "lightning_scan": lightning_scan, "lightning_scan_16k": lambda c: lightning_scan(c, 8, 8, 16384, 0, 8),
-         "msa_remote": msa_op, "msa_attn_fused_m": msa_attn_fused_m, "msa_select_rows": lambda c: msa_op(c, "select"), "prefill_chunks": lambda c: prefill_chunks(1),  # one 4M prefill (~2 min)
+         "msa_remote": msa_op, "msa_attn_fused_m": lambda c: msa_op(c, rev=SESSION_10), "msa_select_rows": lambda c: msa_op(c, "select"), "prefill_chunks": lambda c: prefill_chunks(1),  # one 4M prefill (~2 min)
          **{f"msa_select_tiles_{r}x{k}": (lambda c, r=r, k=k: msa_select_tiles(c, r, k))
             for r, k in ((512, 256), (256, 512), (1024, 256), (256, 1024), (1024, 512))}}
 
