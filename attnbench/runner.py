@@ -57,6 +57,7 @@ class RunContext:
     device: torch.device
     console: Console = field(default_factory=lambda: Console(stderr=True, soft_wrap=True))
     last_line: str = ""  # the experiment's closing word, printed after the sinks' lines (longctx.budget_summary)
+    train_s: float = 0.0  # seconds spent getting the models, training any not trained yet (longctx keeps them out of exp.budget)
 
     @property
     def design_names(self) -> list[str]:

@@ -72,6 +72,27 @@ def test_the_run_ends_with_what_the_budget_left_out_at_the_load_seen(tmp_path, m
     assert html.index(s["note"]) < html.index('<section id="summary"')  # the report's first line after its title
 
 
+@pytest.mark.slow
+def test_a_model_the_run_has_to_train_does_not_spend_the_evaluation_budget(tmp_path, monkeypatch):
+    """exp.budget is the evaluation's: the seconds spent getting (training) the models are left out
+    of the run's clock (a training of 48 minutes once left a 30-minute budget nothing to evaluate)."""
+    from attnbench.experiments import longctx
+
+    monkeypatch.setenv("ATTNBENCH_CACHE", str(tmp_path / "cache"))
+    real = longctx.get_model
+
+    def training(*args, **kwargs):
+        time.sleep(2.0)  # stands in for a training this run has to do
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(longctx, "get_model", training)
+    began = time.perf_counter()
+    records = run(tmp_path, "a")
+    wall = time.perf_counter() - began
+    (summary,) = [r for r in records if r["metric"] == "eval/budget_summary"]
+    assert summary["elapsed_s"] <= wall - 2.0 + 0.05  # the run's clock left the 2 s out (0.05: its rounding)
+
+
 def test_the_budget_line_comes_after_the_report_and_wandb_lines(tmp_path):
     """cli_run.finish: the experiment's last line (longctx.budget_summary sets ctx.last_line)
     is printed after "completed in", the report's and W&B's lines: the run's last line."""

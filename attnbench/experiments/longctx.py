@@ -143,8 +143,11 @@ def prepare_models(ctx, grid: Grid | None = None) -> dict:
     (``checks``: computed | stored) and the seconds this run spent on them (``check_s``)."""
     cfg, models = ctx.cfg, {}
     vocab = vocab_of(cfg)
+    ctx.train_s = 0.0
     for name in ctx.design_names:
+        began = time.perf_counter()
         trained = get_model(cfg, name, ctx.device, console=ctx.console)
+        ctx.train_s += time.perf_counter() - began
         models[name] = trained
         cell = ctx.cell(design=name, part="train", key=trained.record["key"])
         if cell.done:
@@ -212,6 +215,7 @@ def run_grid(ctx, grid: Grid) -> None:
     recorded, the accuracies aggregated, and the budget's last line."""
     start = time.perf_counter()
     models = prepare_models(ctx, grid)
+    start += ctx.train_s  # exp.budget is the evaluation's: a training has its own (token budgets, train.budget)
     run = GridRun(ctx, grid, models, start)
     run.calibrate()
     planned, skipped = run.plan()
