@@ -179,20 +179,18 @@ def _remote(ol, qa, ka, vb1, sel, p0: int):
     """Add each query's selected earlier blocks into its softmax sums, block-major.
 
     For one (batch, group): ol (T, Hg, D + 1) from _local, updated in place; qa (T, Hg, D + 1)
-    the pre-scaled queries at absolute positions p0 .. with -m (m: the local block's max, each
-    query's reference) as their last column; ka, vb1 (NB, bs, D + 1) the key blocks with a
-    column of ones and the value blocks with a column of ones; sel (T, top_k) block ids.
-    (query, block) pairs are sorted by block, so each key block meets all the queries that chose
-    it in one GEMM; those blocks lie wholly in the past (no mask), and every buffer is one
-    block's worth (cache-sized).
+    the pre-scaled queries at positions p0 .. with -m (m: the local block's max, each query's
+    reference) as last column; ka, vb1 (NB, bs, D + 1) key and value blocks with a column of
+    ones; sel (T, top_k) block ids. (query, block) pairs are sorted by block, so each key block
+    meets all the queries that chose it in one GEMM; those blocks lie wholly in the past (no
+    mask), and every buffer is one block's worth (cache-sized).
 
-    qa's row against ka's is q . k - m, so one GEMM gives the scores already relative to the
-    reference, and p = exp(s - m) times the values and ones (p v and its row sums in one GEMM) is
-    added onto ol as it is, with no rescale of what came before (softmax does not depend on the
-    reference; it only keeps exp in range). Scores far below m underflow only where they are
-    negligible beside the local max's own exp(0) = 1. A block whose sums pass exp(RESCALE_ABOVE)
-    (or overflow) is redone after moving those rows' reference up (FlashAttention's online
-    rescale; random and trained scores rarely need it).
+    qa @ ka^T is q . k - m: one GEMM gives scores relative to the reference; exp of it times [v, 1]
+    (p v and its row sums in one GEMM) is added onto ol as it is, with no rescale of what came
+    before (softmax does not depend on the reference; it only keeps exp in range, and scores far
+    below m underflow only beside the local max's own exp(0) = 1). A block whose sums pass
+    exp(RESCALE_ABOVE) (or overflow) is redone after moving those rows' reference up
+    (FlashAttention's online rescale; random and trained scores rarely need it).
     """
     T, Hg, D1 = qa.shape
     D, bs = D1 - 1, ka.shape[1]
