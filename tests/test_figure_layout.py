@@ -126,3 +126,14 @@ def test_every_figure_of_the_recorded_experiments_is_readable():
             if fig is not None:
                 found += [f"{spec.id}: {p}" for p in problems(fig)[:4]]
     assert not found, "; ".join(found)
+
+
+def test_error_bars_never_go_negative_when_an_interval_misses_its_point_by_a_rounding_error():
+    """Wilson's upper end for 300/300 can come out at 1 - 1e-16: matplotlib refuses a negative yerr."""
+    from attnbench.report.style import error_bars
+
+    assert error_bars(1.0, 0.99, 1.0 - 1e-16) == [[pytest.approx(0.01)], [0.0]]
+    assert error_bars([0.5, 0.2], [0.4, 0.1], [0.7, 0.25]) == [
+        [pytest.approx(0.1), pytest.approx(0.1)],
+        [pytest.approx(0.2), pytest.approx(0.05)],
+    ]

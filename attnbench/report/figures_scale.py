@@ -12,7 +12,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
 
 from attnbench.verdicts import scale_fit as F
-from .style import figure, figure_legend, new_figure, style
+from .style import error_bars, figure, figure_legend, new_figure, style
 
 NEEDLE_FACTORS = (1, 4, 16)
 CHAIN_HOPS = (1, 2, 3, 4)
@@ -45,7 +45,7 @@ def _accuracy_panels(df: pd.DataFrame, task: str, panels: list[tuple[str, int, t
                 ax.errorbar(
                     p.params,
                     p.p,
-                    yerr=[[p.p - p.lo], [p.hi - p.p]],
+                    yerr=error_bars(p.p, p.lo, p.hi),
                     color=color,
                     marker=marker,
                     mfc=color if p.learned else "white",
@@ -126,9 +126,8 @@ def scale_gap(df: pd.DataFrame) -> Figure | None:
                 continue
             drawn = True
             color, marker = style(name, names)
-            lo = [g - a for g, a in zip(fit.gap, fit.gap_lo)]
-            hi = [b - g for g, b in zip(fit.gap, fit.gap_hi)]
-            ax.errorbar(fit.params, fit.gap, yerr=[lo, hi], color=color, marker=marker, lw=0, elinewidth=0.8, capsize=2)
+            yerr = error_bars(fit.gap, fit.gap_lo, fit.gap_hi)
+            ax.errorbar(fit.params, fit.gap, yerr=yerr, color=color, marker=marker, lw=0, elinewidth=0.8, capsize=2)
             if fit.slope == fit.slope:
                 xs = np.array([min(fit.params), max(fit.params)])
                 text = f"{name}: {fit.slope:+.2f} per 10x [{fit.slope_lo:+.2f}, {fit.slope_hi:+.2f}]"

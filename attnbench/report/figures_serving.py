@@ -9,7 +9,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
 
 from .data import design_order, designs, fmt_bytes, fmt_len, metric
-from .style import figure, figure_legend, new_figure, style
+from .style import error_bars, figure, figure_legend, new_figure, style
 
 
 FORMAT_MARKERS = {"float32": "o", "bfloat16": "s", "float8_e4m3fn": "^", "float8_e5m2": "v", "int8": "D"}
@@ -50,7 +50,7 @@ def serving_frontier(df: pd.DataFrame) -> Figure | None:
             ax.errorbar(
                 r.bytes_per_token,
                 r.v,
-                yerr=[[r.v - r.lo], [r.hi - r.v]],
+                yerr=error_bars(r.v, r.lo, r.hi),
                 marker=FORMAT_MARKERS.get(str(r.fmt), "o"),
                 color=color,
                 ms=6,

@@ -118,6 +118,14 @@ def render(spec: FigureSpec, df: pd.DataFrame) -> bytes | None:
     return buf.getvalue()
 
 
+def error_bars(v, lo, hi) -> list[list[float]]:
+    """matplotlib's yerr for points v with interval ends lo, hi (scalars or sequences): the
+    distances below and above, never negative (an interval computed apart can miss its point by
+    a rounding error, e.g. Wilson's upper end at 1 - 1e-16 for a proportion of 1.0)."""
+    v, lo, hi = (np.atleast_1d(np.asarray(x, dtype=float)) for x in (v, lo, hi))
+    return [np.maximum(v - lo, 0.0).tolist(), np.maximum(hi - v, 0.0).tolist()]
+
+
 def new_figure(ncols: int = 1, nrows: int = 1, height: float = 3.0, **kw) -> tuple[Figure, np.ndarray]:
     """A figure of the report's width (call inside ``render``, which applies STYLE)."""
     fig = Figure(figsize=(WIDTH, height * nrows), layout="constrained")
