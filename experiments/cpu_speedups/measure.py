@@ -225,6 +225,23 @@ def prefill_heap(calls: int, design: str = "lightning_hybrid_h8", n: int = 26214
                  **alternate(child(False), child(True), calls, time_one=lambda f: f()))]
 
 
+def prefill_thp(calls: int, design: str = "lightning_hybrid_h8", n: int = 131072, chunk: int = 16384):
+    """Model.prefill of n tokens in a fresh process with torch's CPU allocator as it comes against
+    one told to back large tensors with transparent huge pages (THP_MEM_ALLOC_ENABLE=1: 2 MiB
+    aligned blocks, madvise(MADV_HUGEPAGE); read once at start, so one process a call, as
+    prefill_heap). Both keep freed memory (attnbench.heap). On this machine THP is madvise-only,
+    so nothing else gets huge pages; a matmul probe had shown per-process spread that THP removed."""
+    def child(thp: bool):
+        src = HEAP_CHILD.format(tests=str(ROOT / "tests"), keep=True, threads=torch.get_num_threads(), design=design, n=n, chunk=chunk)
+        env = {k: v for k, v in os.environ.items() if k != "THP_MEM_ALLOC_ENABLE"} | ({"THP_MEM_ALLOC_ENABLE": "1"} if thp else {})
+        return lambda: float(subprocess.run([sys.executable, "-c", src], capture_output=True, text=True, check=True, cwd=ROOT, env=env).stdout.split()[-1])
+
+    return [dict(design=design, metric="speedup/prefill", unit="x", context_len=n, chunk=chunk,
+                 what=f"Model.prefill of {n} tokens (the shipped 8-layer tiny model), B 1, one process a call",
+                 old="torch's CPU allocator as it comes", new="THP_MEM_ALLOC_ENABLE=1 (huge pages for large tensors)",
+                 **alternate(child(False), child(True), calls, time_one=lambda f: f()))]
+
+
 PER_EXPERT = "9e2ba07"  # main before the MoE's fixed-size buffers and the compiled prefill
 
 PREFILL_CHILD = """
@@ -541,7 +558,7 @@ CASES = {"msa_train_layer": msa_train_layer, "msa_train_layer_2048": lambda c: m
          "msa_train_step": msa_train_step, "lightning_op": lightning_op,
          "lightning_op_kernels": lambda c: lightning_op(c, 8, 64), "lightning_op_h2": lambda c: lightning_op(c, 2, 32),
          "moe_forward": moe_forward, "prefill_hybrid": prefill,
-         "lightning_op_16k": lightning_op_16k, "prefill_heap": prefill_heap,
+         "lightning_op_16k": lightning_op_16k, "prefill_heap": prefill_heap, "prefill_thp": prefill_thp,
          "softmax_decode": softmax_decode, "softmax_decode_256k": lambda c: softmax_decode(c, S=262144),
          "moe_fixed_buffers": moe_fixed_buffers, "prefill_compiled": prefill_compiled, "heap_growth": heap_growth,
          "heap_growth_compiled": lambda c: heap_growth(c, compiled=True),
