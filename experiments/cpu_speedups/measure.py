@@ -215,14 +215,19 @@ def prefill_heap(calls: int, design: str = "lightning_hybrid_h8", n: int = 26214
     """Model.prefill of n tokens in a fresh process with glibc's default malloc settings against
     one that called attnbench.heap.keep_freed_memory() (a process-wide setting, so each timed
     call is its own process: a warm-up prefill, then one timed prefill; processes alternate)."""
-    def child(keep: bool):
-        src = HEAP_CHILD.format(tests=str(ROOT / "tests"), keep=keep, threads=torch.get_num_threads(), design=design, n=n, chunk=chunk)
-        return lambda: float(subprocess.run([sys.executable, "-c", src], capture_output=True, text=True, check=True, cwd=ROOT).stdout.split()[-1])
-
     return [dict(design=design, metric="speedup/prefill", unit="x", context_len=n, chunk=chunk,
                  what=f"Model.prefill of {n} tokens (the shipped 8-layer tiny model), B 1, one process a call",
                  old="glibc's default malloc thresholds", new="attnbench.heap.keep_freed_memory()",
-                 **alternate(child(False), child(True), calls, time_one=lambda f: f()))]
+                 **alternate(_heap_child(design, n, chunk, keep=False), _heap_child(design, n, chunk, keep=True), calls,
+                             time_one=lambda f: f()))]
+
+
+def _heap_child(design: str, n: int, chunk: int, keep: bool, thp: bool = False):
+    """A call of HEAP_CHILD in a fresh process (keep: attnbench.heap's thresholds; thp: torch's
+    THP_MEM_ALLOC_ENABLE=1, read once at start): returns its timed prefill's seconds."""
+    src = HEAP_CHILD.format(tests=str(ROOT / "tests"), keep=keep, threads=torch.get_num_threads(), design=design, n=n, chunk=chunk)
+    env = {k: v for k, v in os.environ.items() if k != "THP_MEM_ALLOC_ENABLE"} | ({"THP_MEM_ALLOC_ENABLE": "1"} if thp else {})
+    return lambda: float(subprocess.run([sys.executable, "-c", src], capture_output=True, text=True, check=True, cwd=ROOT, env=env).stdout.split()[-1])
 
 
 def prefill_thp(calls: int, design: str = "lightning_hybrid_h8", n: int = 131072, chunk: int = 16384):
@@ -231,15 +236,11 @@ def prefill_thp(calls: int, design: str = "lightning_hybrid_h8", n: int = 131072
     aligned blocks, madvise(MADV_HUGEPAGE); read once at start, so one process a call, as
     prefill_heap). Both keep freed memory (attnbench.heap). On this machine THP is madvise-only,
     so nothing else gets huge pages; a matmul probe had shown per-process spread that THP removed."""
-    def child(thp: bool):
-        src = HEAP_CHILD.format(tests=str(ROOT / "tests"), keep=True, threads=torch.get_num_threads(), design=design, n=n, chunk=chunk)
-        env = {k: v for k, v in os.environ.items() if k != "THP_MEM_ALLOC_ENABLE"} | ({"THP_MEM_ALLOC_ENABLE": "1"} if thp else {})
-        return lambda: float(subprocess.run([sys.executable, "-c", src], capture_output=True, text=True, check=True, cwd=ROOT, env=env).stdout.split()[-1])
-
     return [dict(design=design, metric="speedup/prefill", unit="x", context_len=n, chunk=chunk,
                  what=f"Model.prefill of {n} tokens (the shipped 8-layer tiny model), B 1, one process a call",
                  old="torch's CPU allocator as it comes", new="THP_MEM_ALLOC_ENABLE=1 (huge pages for large tensors)",
-                 **alternate(child(False), child(True), calls, time_one=lambda f: f()))]
+                 **alternate(_heap_child(design, n, chunk, keep=True), _heap_child(design, n, chunk, keep=True, thp=True), calls,
+                             time_one=lambda f: f()))]
 
 
 PER_EXPERT = "9e2ba07"  # main before the MoE's fixed-size buffers and the compiled prefill
