@@ -117,7 +117,7 @@ VARIANTS: dict[str, tuple[str, str]] = {  # name -> (family, marker)
     "lightning_hybrid16": ("lightning_hybrid", "X"),
     "lightning_hybrid31": ("lightning_hybrid", "*"),
     "lightning_hybrid_h8": ("lightning_hybrid", "h"),
-    "lightning_hybrid_nope": ("lightning_hybrid", "p"),
+    "lightning_hybrid_nope": ("lightning_hybrid", "<"),  # not "p": beside h8's hexagon a pentagon is not told apart
     "lightning_conv_nope": ("lightning_hybrid", "d"),
     "softmax_logn": ("softmax", ">"),
 }
