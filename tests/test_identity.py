@@ -1,0 +1,22 @@
+"""Moving code must not move a hash: every composed config's hash and every checkpoint key
+equal the snapshot (tests/data/identity.json), so run directories and attnbench/trained/ stay found."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.identity_snapshot import SNAPSHOT, snapshot
+
+TRAINED = Path(__file__).resolve().parents[1] / "attnbench" / "trained"
+
+
+def test_config_hashes_and_checkpoint_keys_unchanged():
+    assert snapshot() == json.loads(SNAPSHOT.read_text())
+
+
+def test_shipped_models_keep_their_keys():
+    """Every shipped model's record names the key its folder carries."""
+    for folder in sorted(p for p in TRAINED.iterdir() if p.is_dir()):
+        record = json.loads((folder / "record.json").read_text())
+        assert folder.name == f"{record['design']}-{record['key']}", folder.name
