@@ -1,3 +1,3 @@
-from attnbench.cli import main
+from attnbench.cli.main import main
 
 main()

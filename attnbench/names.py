@@ -1,6 +1,6 @@
 """Names as leaf data: the fixed sets a config value is checked against, each written once.
 
-Config validation (attnbench.config), the launcher checks (attnbench.distributed) and the
+Config validation (attnbench.config), the launcher checks (attnbench.training.distributed) and the
 report read these names without importing what they name: this module imports nothing, so
 none of them loads torch, a model, a trainer or an experiment's runner to learn a name. The
 code the names belong to imports them from here (attnbench.experiments, kernels/backend.py,

@@ -14,7 +14,8 @@ from rich.console import Console
 
 from .config import execution_free, selected_designs
 from .config.schema import hashed_sections
-from .results import Recorder, stable_hash
+from attnbench.records.write import Recorder
+from attnbench.records.lines import stable_hash
 
 # Keys that say where, how loudly or how a run happens, not what it computes.
 NOT_IN_HASH = ("hydra", "wandb", "report", "threads", "force", "lock")

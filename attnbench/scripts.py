@@ -1,4 +1,4 @@
-"""What the standalone experiment scripts (experiments/*/*.py, run outside attnbench.cli) share
+"""What the standalone experiment scripts (experiments/*/*.py, run outside attnbench.cli.main) share
 with the CLI's results files: the footer line that tells a report a run ended, and how."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .results import now
+from attnbench.records.lines import now
 
 
 def script_footer(path: str | Path, exp: str, status: str, wall_s: float, error: str | None = None) -> None:

@@ -22,7 +22,7 @@ def snapshot() -> dict[str, dict[str, str]]:
     """{exp: {"config": hash, "config design=D": hash, "key D": checkpoint key}} over conf/exp/."""
     from attnbench import config as config_mod
     from attnbench.runner import config_hash
-    from attnbench.train_start import checkpoint_key
+    from attnbench.training.start import checkpoint_key
 
     out: dict[str, dict[str, str]] = {}
     for path in sorted((CONF / "exp").glob("*.yaml")):

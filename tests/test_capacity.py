@@ -7,11 +7,12 @@ import json
 
 import torch
 
-from attnbench import cli
+from attnbench.cli import main as cli
 from attnbench.experiments.capacity import pair_counts, state_floats
-from attnbench.verdicts import claims as C
+from attnbench.verdicts import rules as R
+from attnbench.verdicts.claims import catalog as C
 from attnbench.report.data import load
-from attnbench.report.figures_quality import capacity as capacity_figure
+from attnbench.report.figures.accuracy import capacity as capacity_figure
 
 from helpers import TINY_BACKBONE, compose_cfg
 
@@ -67,9 +68,9 @@ def test_capacity_records_and_the_c6_rule(tmp_path, monkeypatch):
     d = data.records[data.records["metric"] == "capacity/acc"]
     assert d["chance"].notna().all() and d["floor"].notna().all()  # levels from the generator's own samples
     v = next(c for c in C.CLAIMS if c.id == "C6")(data.records, data.train)
-    assert v.verdict != C.NOT_MEASURED_YET and any("softmax" in e for e in v.evidence)
+    assert v.verdict != R.NOT_MEASURED_YET and any("softmax" in e for e in v.evidence)
     # the README table: a row per design, a column per pair count
-    from attnbench.report.readme_tables import capacity_accuracy
+    from attnbench.report.readme.task_models import capacity_accuracy
 
     table = capacity_accuracy(data)
     assert set(table["design"]) == {"softmax", "lightning_h1", "lightning_h2"}

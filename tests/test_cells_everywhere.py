@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from attnbench import cli
-from attnbench.results import Recorder, scan
+from attnbench.cli import main as cli
+from attnbench.records.write import Recorder
+from attnbench.records.integrity import scan
 
 from helpers import compose_cfg
 from test_experiments import EXPS, SLOW, TINY
@@ -40,7 +41,7 @@ def run_exp(exp: str, run: Path, kill_after: int | None = None, monkeypatch=None
         cli.run(cfg, run)
     finally:
         torch.set_num_threads(threads)
-        from attnbench import rundir
+        from attnbench.records import rundir
 
         rundir.release(run)
         if kill_after is not None:

@@ -12,9 +12,11 @@ from dataclasses import replace
 
 import pytest
 
-from attnbench.verdicts import claims as C
-from attnbench.report.data import LEN_1M, load
-from attnbench.stats import wilson
+from attnbench.verdicts import rules as R
+from attnbench.verdicts.claims import catalog as C
+from attnbench.verdicts.readings import LEN_1M
+from attnbench.report.data import load
+from attnbench.records.stats import wilson
 
 from report_fixtures import header
 
@@ -109,8 +111,8 @@ def test_rule_text_is_generated_from_the_thresholds():
 
 def test_a_threshold_changes_the_verdict_not_only_the_text(tmp_path):
     records = trained("lightning_hybrid") + probes("lightning_hybrid", 180, 200, 2048, 40)  # [0.85, 0.93]
-    assert verdict("C2", tmp_path, records).verdict == C.INCONCLUSIVE  # straddles 0.9
-    assert verdict("C2", tmp_path, records, retrieval=0.8).verdict == C.SUPPORTED
+    assert verdict("C2", tmp_path, records).verdict == R.INCONCLUSIVE  # straddles 0.9
+    assert verdict("C2", tmp_path, records, retrieval=0.8).verdict == R.SUPPORTED
 
 
 # ---------------------------------------------------------------- C1
@@ -123,9 +125,9 @@ def test_c1_verdicts(tmp_path):
         )
 
     v = verdict("C1", tmp_path, [preset(40960)])
-    assert v.verdict == C.SUPPORTED and v.projected_only
-    assert verdict("C1", tmp_path, [preset(81920)]).verdict == C.NOT_SUPPORTED
-    assert verdict("C1", tmp_path, [rec("softmax", "params/total", 1, "count")]).verdict == C.NOT_MEASURED_YET
+    assert v.verdict == R.SUPPORTED and v.projected_only
+    assert verdict("C1", tmp_path, [preset(81920)]).verdict == R.NOT_SUPPORTED
+    assert verdict("C1", tmp_path, [rec("softmax", "params/total", 1, "count")]).verdict == R.NOT_MEASURED_YET
 
 
 # ---------------------------------------------------------------- C2
@@ -147,14 +149,14 @@ def probes(design, k, n, length, haystacks, task="niah_multikey", metric="niah/p
 @pytest.mark.parametrize(
     "case, expect",
     [
-        ("retrieves at 4x", C.SUPPORTED),
-        ("fails at 4x", C.NOT_SUPPORTED),
-        ("untrained hybrid (shipped)", C.INCONCLUSIVE),
-        ("thirty probes from six haystacks (the record at 4x)", C.INCONCLUSIVE),
-        ("200 probes from ten haystacks", C.INCONCLUSIVE),
-        ("haystacks not recorded", C.INCONCLUSIVE),
-        ("only 2x", C.INCONCLUSIVE),
-        ("8x but not 4x (the old rule took any length >= 4x)", C.INCONCLUSIVE),
+        ("retrieves at 4x", R.SUPPORTED),
+        ("fails at 4x", R.NOT_SUPPORTED),
+        ("untrained hybrid (shipped)", R.INCONCLUSIVE),
+        ("thirty probes from six haystacks (the record at 4x)", R.INCONCLUSIVE),
+        ("200 probes from ten haystacks", R.INCONCLUSIVE),
+        ("haystacks not recorded", R.INCONCLUSIVE),
+        ("only 2x", R.INCONCLUSIVE),
+        ("8x but not 4x (the old rule took any length >= 4x)", R.INCONCLUSIVE),
     ],
 )
 def test_c2_verdicts(tmp_path, case, expect):
@@ -177,7 +179,7 @@ def test_c2_verdicts(tmp_path, case, expect):
         assert any(e.startswith("did not learn: lightning_hybrid") for e in v.evidence)
     if case == "haystacks not recorded":
         assert any("do not say which haystack" in e for e in v.evidence)
-    assert verdict("C2", tmp_path, trained("softmax")).verdict == C.NOT_MEASURED_YET
+    assert verdict("C2", tmp_path, trained("softmax")).verdict == R.NOT_MEASURED_YET
 
 
 def test_c2_intervals_count_the_haystack_as_the_unit(tmp_path):
@@ -187,8 +189,8 @@ def test_c2_intervals_count_the_haystack_as_the_unit(tmp_path):
     h = "lightning_hybrid"
     spread = verdict("C2", tmp_path, trained(h) + probes(h, 180, 200, 2048, 40), retrieval=0.84)
     clustered = verdict("C2", tmp_path, trained(h) + probes(h, 180, 200, 2048, 40, clustered=True), retrieval=0.84)
-    assert spread.verdict == C.SUPPORTED, spread.evidence
-    assert clustered.verdict == C.INCONCLUSIVE, clustered.evidence
+    assert spread.verdict == R.SUPPORTED, spread.evidence
+    assert clustered.verdict == R.INCONCLUSIVE, clustered.evidence
     assert any("cluster bootstrap" in e and "from 40 haystacks" in e for e in clustered.evidence)
     # the same probe of the same haystack recorded by two runs is one measurement
     twice = trained(h) + probes(h, 30, 30, 2048, 6) + probes(h, 30, 30, 2048, 6)
@@ -209,10 +211,10 @@ def test_c2_judges_every_7_to_1_hybrid_and_names_the_headline(tmp_path):
     )
     v = verdict("C2", tmp_path, records)
     # lightning_hybrid did not learn; the headline is the next in the fixed order, not the best result
-    assert v.verdict == C.NOT_SUPPORTED, v.evidence
+    assert v.verdict == R.NOT_SUPPORTED, v.evidence
     assert v.evidence[0].startswith("headline: lightning_hybrid_h8") and "lightning_hybrid_nope: supported" in v.evidence[0]
-    assert v.parts["lightning_hybrid_nope at 4x (2K)"] == C.SUPPORTED
-    assert v.parts["lightning_hybrid_h8 at 4M (8192x)"] == C.INCONCLUSIVE  # its own row, 10 probes from 2 haystacks
+    assert v.parts["lightning_hybrid_nope at 4x (2K)"] == R.SUPPORTED
+    assert v.parts["lightning_hybrid_h8 at 4M (8192x)"] == R.INCONCLUSIVE  # its own row, 10 probes from 2 haystacks
     assert not any("lightning_hybrid31" in k for k in v.parts)
 
 
@@ -260,17 +262,17 @@ def chain_header():
 @pytest.mark.parametrize(
     "case, expect",
     [
-        ("hybrid and swa below softmax", C.SUPPORTED),
-        ("only the hybrid below", C.PARTLY),
-        ("no deficit", C.NOT_SUPPORTED),
-        ("both at zero (shipped)", C.INCONCLUSIVE),
-        ("untrained hybrid, chain tokens not recorded", C.DID_NOT_LEARN),
-        ("hybrid did not learn with more chain tokens than softmax needed (shipped)", C.DID_NOT_LEARN),
-        ("hybrid given fewer chain tokens than softmax needed", C.INCONCLUSIVE),
-        ("trained under another rule", C.INCONCLUSIVE),
-        ("softmax learned no chain", C.INCONCLUSIVE),
-        ("too few probes", C.INCONCLUSIVE),
-        ("per-hop scoring (shipped)", C.INCONCLUSIVE),
+        ("hybrid and swa below softmax", R.SUPPORTED),
+        ("only the hybrid below", R.PARTLY),
+        ("no deficit", R.NOT_SUPPORTED),
+        ("both at zero (shipped)", R.INCONCLUSIVE),
+        ("untrained hybrid, chain tokens not recorded", R.DID_NOT_LEARN),
+        ("hybrid did not learn with more chain tokens than softmax needed (shipped)", R.DID_NOT_LEARN),
+        ("hybrid given fewer chain tokens than softmax needed", R.INCONCLUSIVE),
+        ("trained under another rule", R.INCONCLUSIVE),
+        ("softmax learned no chain", R.INCONCLUSIVE),
+        ("too few probes", R.INCONCLUSIVE),
+        ("per-hop scoring (shipped)", R.INCONCLUSIVE),
     ],
 )
 def test_c3_verdicts(tmp_path, case, expect):
@@ -299,7 +301,7 @@ def test_c3_verdicts(tmp_path, case, expect):
     assert v.verdict == expect, v.evidence
     if case == "both at zero (shipped)":
         assert any("stays under" in e for e in v.evidence)
-    if expect == C.DID_NOT_LEARN:
+    if expect == R.DID_NOT_LEARN:
         assert any("did not learn the 2-hop chain within the budget softmax needed" in e for e in v.evidence)
         assert any("upper bound is below softmax's lower bound" in e for e in v.evidence)  # shown beside the finding
     if case.startswith("hybrid did not learn"):
@@ -332,12 +334,12 @@ def test_c3_a_needle_prefix_that_did_not_pass_is_a_finding_not_inconclusive(tmp_
 
     data = frame(tmp_path, prefixes + chains, head=chain_header())
     v = C.CLAIMS[2](data.records, data.train)
-    assert v.parts[part] == C.DID_NOT_LEARN, v.evidence
+    assert v.parts[part] == R.DID_NOT_LEARN, v.evidence
     assert any("swa_hybrid did not learn within the shared budget: its needle model stopped (tokens)" in e for e in v.evidence)
     # a needle model that passed (or one the wall clock stopped) is no such finding
     for other in (needle("swa_hybrid", 1024, "done"), needle("swa_hybrid", 128, "budget")):
         data = frame(tmp_path, needle("softmax", 1024, "done") + other + chains, head=chain_header())
-        assert C.CLAIMS[2](data.records, data.train).parts[part] == C.INCONCLUSIVE
+        assert C.CLAIMS[2](data.records, data.train).parts[part] == R.INCONCLUSIVE
 
 
 # ---------------------------------------------------------------- C4
@@ -382,12 +384,12 @@ def practice(prefill, decode, analytic=(1000, 1000), spread=0.05, rel="="):
 @pytest.mark.parametrize(
     "case, expect",
     [
-        ("a few thousand in theory, much later measured", C.SUPPORTED),
-        ("measured earlier than analytic (shipped: < 256 vs 334)", C.PARTLY),
-        ("nothing holds", C.NOT_SUPPORTED),
-        ("thin margin within the timing spread", C.INCONCLUSIVE),
-        ("theory half only (projected)", C.INCONCLUSIVE),
-        ("theory mixed, practice later", C.PARTLY),
+        ("a few thousand in theory, much later measured", R.SUPPORTED),
+        ("measured earlier than analytic (shipped: < 256 vs 334)", R.PARTLY),
+        ("nothing holds", R.NOT_SUPPORTED),
+        ("thin margin within the timing spread", R.INCONCLUSIVE),
+        ("theory half only (projected)", R.INCONCLUSIVE),
+        ("theory mixed, practice later", R.PARTLY),
     ],
 )
 def test_c4_verdicts(tmp_path, case, expect):
@@ -412,9 +414,9 @@ def test_c4_verdicts(tmp_path, case, expect):
         "practice, decode (measured on this CPU)",
     }
     if case.startswith("measured earlier"):  # the shipped split: decode holds in theory, prefill does not, practice is earlier
-        assert v.parts["theory, decode (FLOP counts, GPU profiles)"] == C.SUPPORTED
-        assert v.parts["theory, prefill (FLOP counts, GPU profiles)"] == C.NOT_SUPPORTED
-        assert v.parts["practice, prefill (measured on this CPU)"] == C.NOT_SUPPORTED
+        assert v.parts["theory, decode (FLOP counts, GPU profiles)"] == R.SUPPORTED
+        assert v.parts["theory, prefill (FLOP counts, GPU profiles)"] == R.NOT_SUPPORTED
+        assert v.parts["practice, prefill (measured on this CPU)"] == R.NOT_SUPPORTED
 
 
 # ---------------------------------------------------------------- C5a (lookup) and C5b (speed)
@@ -438,10 +440,10 @@ def speed(phase, value, status="projected", scope="attention", hardware="h200", 
 @pytest.mark.parametrize(
     "case, expect",
     [
-        ("the 200-probe checks decide (shipped: 191 vs 196 of 200)", C.SUPPORTED),
-        ("lookup lost", C.NOT_SUPPORTED),
-        ("thirty-probe cells only", C.INCONCLUSIVE),
-        ("untrained msa", C.INCONCLUSIVE),
+        ("the 200-probe checks decide (shipped: 191 vs 196 of 200)", R.SUPPORTED),
+        ("lookup lost", R.NOT_SUPPORTED),
+        ("thirty-probe cells only", R.INCONCLUSIVE),
+        ("untrained msa", R.INCONCLUSIVE),
     ],
 )
 def test_c5a_verdicts(tmp_path, case, expect):
@@ -463,10 +465,10 @@ def test_c5a_verdicts(tmp_path, case, expect):
 @pytest.mark.parametrize(
     "case, expect",
     [
-        ("fast", C.SUPPORTED),
-        ("decode short of the claim", C.PARTLY),
-        ("decode far short", C.NOT_SUPPORTED),
-        ("no speed records", C.NOT_MEASURED_YET),
+        ("fast", R.SUPPORTED),
+        ("decode short of the claim", R.PARTLY),
+        ("decode far short", R.NOT_SUPPORTED),
+        ("no speed records", R.NOT_MEASURED_YET),
     ],
 )
 def test_c5b_verdicts(tmp_path, case, expect):
@@ -481,17 +483,17 @@ def test_c5b_verdicts(tmp_path, case, expect):
     if case == "fast":
         assert v.projected_only  # no measured record carries M3 vs M2
         # both scopes shown with their own verdict; the judged one is the threshold's
-        assert v.parts["decode, attention"] == C.SUPPORTED and v.parts["decode, model (shown, not judged)"] == C.NOT_SUPPORTED
-        assert verdict("C5b", tmp_path, records, scope="model").verdict == C.NOT_SUPPORTED
+        assert v.parts["decode, attention"] == R.SUPPORTED and v.parts["decode, model (shown, not judged)"] == R.NOT_SUPPORTED
+        assert verdict("C5b", tmp_path, records, scope="model").verdict == R.NOT_SUPPORTED
 
 
 def test_c5b_uses_measured_records_first(tmp_path):
     records = [speed("prefill", 9.5, status="measured"), speed("decode", 14.0, status="measured"), speed("decode", 3.0)]
     v = verdict("C5b", tmp_path, records)
-    assert v.verdict == C.SUPPORTED and not v.projected_only
+    assert v.verdict == R.SUPPORTED and not v.projected_only
     # a comparison of another kind (vs M3-dense, another profile, another length) is not used
     other = [speed("prefill", 9.5, vs="m3_dense"), speed("decode", 14.0, hardware="a100"), speed("decode", 14.0, length=131072)]
-    assert verdict("C5b", tmp_path, other).verdict == C.NOT_MEASURED_YET
+    assert verdict("C5b", tmp_path, other).verdict == R.NOT_MEASURED_YET
 
 
 # ---------------------------------------------------------------- C6
@@ -513,15 +515,15 @@ PAIRS = (4, 16, 64)
 @pytest.mark.parametrize(
     "case, expect",
     [
-        ("lightning falls as pairs grow, softmax holds", C.SUPPORTED),
-        ("lightning keeps up", C.NOT_SUPPORTED),
-        ("lightning never learns where softmax does", C.SUPPORTED),
-        ("small states fall, the largest keeps up", C.PARTLY),
-        ("softmax did not learn", C.INCONCLUSIVE),
-        ("ten probes a pair count", C.INCONCLUSIVE),
-        ("no capacity records, needle records of lightning", C.NOT_MEASURED_YET),
-        ("two state sizes only, both fall", C.INCONCLUSIVE),
-        ("lightning stopped by the wall clock before learning", C.INCONCLUSIVE),
+        ("lightning falls as pairs grow, softmax holds", R.SUPPORTED),
+        ("lightning keeps up", R.NOT_SUPPORTED),
+        ("lightning never learns where softmax does", R.SUPPORTED),
+        ("small states fall, the largest keeps up", R.PARTLY),
+        ("softmax did not learn", R.INCONCLUSIVE),
+        ("ten probes a pair count", R.INCONCLUSIVE),
+        ("no capacity records, needle records of lightning", R.NOT_MEASURED_YET),
+        ("two state sizes only, both fall", R.INCONCLUSIVE),
+        ("lightning stopped by the wall clock before learning", R.INCONCLUSIVE),
     ],
 )
 def test_c6_verdicts(tmp_path, case, expect):
@@ -551,10 +553,10 @@ def test_c6_verdicts(tmp_path, case, expect):
         assert any("counted as evidence" in e for e in v.evidence) and any("no capacity curve" in e for e in v.evidence)
     if case == "lightning falls as pairs grow, softmax holds":
         assert v.parts == {f"{n} (state {s:,.0f} per layer)": "falls" for n, s in STATES.items()}
-    if expect == C.NOT_MEASURED_YET:
+    if expect == R.NOT_MEASURED_YET:
         assert any("exp=capacity" in e for e in v.evidence)
     if case == "lightning stopped by the wall clock before learning":
-        assert any("the wall clock stopped its training" in e for e in v.evidence) and set(v.parts.values()) == {C.INCONCLUSIVE}
+        assert any("the wall clock stopped its training" in e for e in v.evidence) and set(v.parts.values()) == {R.INCONCLUSIVE}
     if case == "two state sizes only, both fall":
         assert any("only 2 lightning state sizes" in e for e in v.evidence)
 
@@ -579,15 +581,15 @@ def test_no_verdict_in_the_recorded_experiments_rests_on_a_model_that_did_not_le
     verdicts = {c.id: v for c, v in C.judge_all(df, train)}
     task = experiment_task(df, "niah/acc")
     c2 = verdicts["C2"]
-    if c2.verdict in (C.SUPPORTED, C.NOT_SUPPORTED):
+    if c2.verdict in (R.SUPPORTED, R.NOT_SUPPORTED):
         head = c2.evidence[0].split()[1]
         assert learned(df, head, task, train=train).flag, c2.evidence
     if not learned(df, "softmax", "multihop", hops=2, train=train).flag:
-        assert verdicts["C3"].verdict in (C.INCONCLUSIVE, C.NOT_MEASURED_YET)
+        assert verdicts["C3"].verdict in (R.INCONCLUSIVE, R.NOT_MEASURED_YET)
     mh = df[df["metric"] == "multihop/acc"]
     if not mh.empty and not (mh["scoring"] == "final value").any():
-        assert verdicts["C3"].verdict == C.INCONCLUSIVE
-    assert all(v.verdict in C.VERDICTS for v in verdicts.values())
+        assert verdicts["C3"].verdict == R.INCONCLUSIVE
+    assert all(v.verdict in R.VERDICTS for v in verdicts.values())
 
 
 # ---------------------------------------------------------------- seeds and the first screen
@@ -608,15 +610,15 @@ def test_a_verdict_holds_only_if_it_holds_for_each_seed(tmp_path):
     cells = [acc("softmax", 29, 30, 512), acc("msa", 29, 30, 512)]
     good = trained("softmax", k=196) + trained("msa", k=191) + cells
     v = _c5a(tmp_path / "agree", _seed(good, 0) + _seed(good, 1))
-    assert v.verdict == C.SUPPORTED and v.seeds == [0, 1], v.evidence
+    assert v.verdict == R.SUPPORTED and v.seeds == [0, 1], v.evidence
     assert v.evidence[0].startswith("every seed agrees") and "seed 1: supported" in v.evidence[0]
     lost = trained("softmax", k=1000, n=1000) + trained("msa", k=860, n=1000) + cells  # learned, and lost the lookup
     v = _c5a(tmp_path / "disagree", _seed(good, 0) + _seed(good, 2) + _seed(lost, 1))
-    assert v.verdict == C.INCONCLUSIVE and v.seeds == [0, 1, 2], v.evidence
+    assert v.verdict == R.INCONCLUSIVE and v.seeds == [0, 1, 2], v.evidence
     assert "the seeds disagree" in v.evidence[0] and "seed 1: not supported" in v.evidence[0]
     # a seed with no records for the claim's models does not count
     v = _c5a(tmp_path / "one", _seed(good, 0) + [rec("softmax", "train/acc", 0.9, seed=3, task="other", context_len=7)])
-    assert v.verdict == C.SUPPORTED and v.seeds == [0], v.evidence
+    assert v.verdict == R.SUPPORTED and v.seeds == [0], v.evidence
 
 
 def test_the_first_screen_names_the_number_the_models_the_seeds_and_what_would_change_it(tmp_path):
@@ -625,7 +627,7 @@ def test_the_first_screen_names_the_number_the_models_the_seeds_and_what_would_c
     assert "191/200 vs 196/200" in v.headline and "[" in v.headline and v.change
     data = frame(tmp_path / "none", trained("softmax", k=196))
     for claim, v in C.judge_all(data.records, data.train):  # a claim not measured names no model and no seed
-        if v.verdict == C.NOT_MEASURED_YET:
+        if v.verdict == R.NOT_MEASURED_YET:
             assert v.models == [] and v.seeds == [] and v.headline == "", (claim.id, v)
 
 

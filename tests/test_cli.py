@@ -67,7 +67,7 @@ def test_bad_config_stops_with_one_line(tmp_path, override, field):
 )
 def test_a_value_outside_a_fixed_set_fails_at_compose_in_the_one_line_form(override, line):
     """Enum fields (attnbench/config/choices.py): OmegaConf refuses the value, the CLI names field, value, choices."""
-    from attnbench.cli import config_error
+    from attnbench.cli.checks import config_error
 
     assert config_error(["+exp=smoke", override]) == line
 
@@ -178,11 +178,11 @@ def test_a_sweep_with_bad_jobs_starts_none(tmp_path):
 )
 def test_free_text_never_names_a_run_directory(overrides, want):
     """A run directory's name holds no free text, no interpolated value and no path: those are
-    hashed; it stays under runs/ and within a file name's length (attnbench/rundir.py dir_name)."""
+    hashed; it stays under runs/ and within a file name's length (attnbench/records/rundir.py dir_name)."""
     from hydra import compose, initialize_config_module
     from hydra.core.hydra_config import HydraConfig
 
-    import attnbench.cli  # noqa: F401  (registers ${attnbench_dirname:})
+    import attnbench.cli.main  # noqa: F401  (registers ${attnbench_dirname:})
 
     with initialize_config_module(config_module="attnbench.conf", version_base="1.3"):
         cfg = compose(config_name="config", overrides=["+exp=smoke", *overrides], return_hydra_config=True)
@@ -324,7 +324,7 @@ def test_sigterm_finishes_like_ctrl_c_with_exit_143_and_a_partial_report(tmp_pat
     assert proc.returncode == 143, err[-3000:]
     lines = [json.loads(l) for l in results.read_text().splitlines()]  # every line whole
     assert lines[-1]["type"] == "footer" and lines[-1]["status"] == "interrupted" and lines[-1]["error"] == "SIGTERM"
-    from attnbench.results import scan
+    from attnbench.records.integrity import scan
 
     found = scan(results)
     assert not found.needs_repair and found.done_cells and len(found.done_cells) < 6  # whole cells, and not all
@@ -334,7 +334,8 @@ def test_sigterm_finishes_like_ctrl_c_with_exit_143_and_a_partial_report(tmp_pat
 
 
 def test_a_failed_run_states_its_error_in_footer_and_report(tmp_path, monkeypatch):
-    from attnbench import cli, experiments
+    from attnbench.cli import main as cli
+    from attnbench import experiments
 
     def broken(ctx):
         cell = ctx.cell(design="softmax")
@@ -371,7 +372,7 @@ def test_report_answers_a_missing_header_and_empty_files_alike_for_a_file_or_its
     import contextlib
     import io
 
-    from attnbench.cli import report_main
+    from attnbench.cli.main import report_main
 
     from report_fixtures import write_run
 

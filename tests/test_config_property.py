@@ -19,12 +19,13 @@ from unittest import mock
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from attnbench.cli import config_error, report_main
+from attnbench.cli.checks import config_error
+from attnbench.cli.main import report_main
 from attnbench.config import MAX_SEED
 from attnbench.config import ranges as ranges_mod
 from attnbench.config import schema as schema_mod
 from attnbench.experiments import CACHE_USERS
-from attnbench.results import encode_line
+from attnbench.records.integrity import encode_line
 
 DESIGNS = ["softmax", "lightning", "lightning_hybrid", "sliding_window", "swa_hybrid", "msa"]
 EXPS = ["smoke", "needle_4m", "multihop", "train", "kv_memory", "crossover", "msa_speedup", "kernels_cpu", "kernels_gpu"]

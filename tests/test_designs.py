@@ -12,7 +12,8 @@ import yaml
 from hydra.core.config_store import ConfigStore
 from torch import nn
 
-from attnbench import cli, designs
+from attnbench.cli import main as cli
+from attnbench import designs
 from attnbench.bench import costmodel
 from attnbench.bench.cost_terms import Cost
 from attnbench.kernels import backend

@@ -11,13 +11,14 @@ import signal
 
 import pytest
 
-from attnbench import cli, results, results_write, rundir
+from attnbench.cli import main as cli
+from attnbench.records import integrity, rundir, write as results_write
 
 from helpers import compose_cfg
 
 
 def fill_disk_after(monkeypatch, commits: int) -> None:
-    """os.write in results_write.py takes half of a write, then fails with ENOSPC, once ``commits`` cells are on disk."""
+    """os.write in records/write.py takes half of a write, then fails with ENOSPC, once ``commits`` cells are on disk."""
     real, seen = os.write, {"cells": 0}
 
     def write(fd, data):
@@ -62,11 +63,11 @@ def test_a_full_disk_is_one_line_exit_1_and_no_torn_line(commits, tmp_path, monk
     assert data == b"" or data.endswith(b"\n")  # nothing torn: the cut-off write was taken back
     for line in data.splitlines():
         json.loads(line)
-    found = results.scan(path)
+    found = integrity.scan(path)
     assert not found.needs_repair and len(found.done_cells) == commits
     monkeypatch.undo()  # space again: the rerun completes what is missing
     run(tmp_path)
-    assert len(results.scan(path).done_cells) == 2 and results.scan(path).objects[-1]["status"] == "completed"
+    assert len(integrity.scan(path).done_cells) == 2 and integrity.scan(path).objects[-1]["status"] == "completed"
 
 
 def _header_fails():

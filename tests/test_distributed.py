@@ -1,4 +1,4 @@
-"""One model trained by several processes (attnbench/distributed.py) is the model one process trains.
+"""One model trained by several processes (attnbench/training/distributed.py) is the model one process trains.
 
 The torchrun tests start real jobs: `torchrun --standalone --nproc_per_node=2 -m attnbench
 +exp=train ... train.parallel=ddp|fsdp` on CPU (gloo, one thread a process), kill rank 1 once a
@@ -20,9 +20,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from attnbench import checkpoints, distributed, train_parallel
+from attnbench.training import checkpoints, distributed, parallel as train_parallel
 from attnbench.config import ConfigError
-from attnbench.train import train
+from attnbench.training.trainer import train
 
 from helpers import TINY_BACKBONE, TINY_STAGE, TINY_TASK, compose_cfg
 
@@ -123,7 +123,7 @@ def test_parallel_needs_torchrun_and_torchrun_needs_parallel(monkeypatch):
 def test_parallel_settings_do_not_change_keys_or_run_hashes():
     """A run resumes on any number of processes: its checkpoint key and run hash are the same."""
     from attnbench.runner import config_hash
-    from attnbench.train import checkpoint_key
+    from attnbench.training.start import checkpoint_key
 
     base = compose_cfg(["+exp=train"])
     other = compose_cfg(["+exp=train", "train.parallel=fsdp", "train.micro_batch=8", "train.collective_timeout=1m"])

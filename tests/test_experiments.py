@@ -17,7 +17,7 @@ from importlib import resources
 import pytest
 import torch
 
-from attnbench import cli
+from attnbench.cli import main as cli
 from attnbench.experiments import EXPERIMENTS, NEEDS_CUDA
 
 from helpers import TINY_BACKBONE, compose_cfg

@@ -19,7 +19,7 @@ from matplotlib.figure import Figure
 from matplotlib.text import Text
 from matplotlib.transforms import Bbox
 
-from attnbench.report import figures as F
+from attnbench.report import style
 from attnbench.report.data import load
 
 from report_fixtures import needle_run, write_run
@@ -78,10 +78,10 @@ def problems(fig: Figure) -> list[str]:
     return out
 
 
-@pytest.mark.parametrize("spec", F.FIGURES, ids=[s.id for s in F.FIGURES])
+@pytest.mark.parametrize("spec", style.FIGURES, ids=[s.id for s in style.FIGURES])
 @pytest.mark.parametrize("case", ["fixture", "cpu+gpu", "needle_4m-shaped"])
 def test_figure_is_readable(spec, case, fixture_tables):
-    with matplotlib.style.context(F.STYLE):
+    with matplotlib.style.context(style.STYLE):
         fig = spec.fn(fixture_tables[case])
         if fig is None:
             pytest.skip(f"no records for {spec.id} in the {case} fixture")
@@ -91,7 +91,7 @@ def test_figure_is_readable(spec, case, fixture_tables):
 
 def test_the_check_sees_overlaps_clipping_and_small_axes():
     """The check itself can fail: two texts on one spot, a text off the page, a small axes."""
-    with matplotlib.style.context(F.STYLE):
+    with matplotlib.style.context(style.STYLE):
         fig = Figure(figsize=(4, 3), layout="constrained")
         ax = fig.add_subplot()
         ax.text(0.5, 0.5, "skipped")
@@ -120,8 +120,8 @@ def test_every_figure_of_the_recorded_experiments_is_readable():
         pytest.skip("no recorded experiments beside this checkout")
     df = load(dirs).records
     found = []
-    with matplotlib.style.context(F.STYLE):
-        for spec in F.FIGURES:
+    with matplotlib.style.context(style.STYLE):
+        for spec in style.FIGURES:
             fig = spec.fn(df)
             if fig is not None:
                 found += [f"{spec.id}: {p}" for p in problems(fig)[:4]]

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from attnbench import cli
-from attnbench.checkpoints import SHIPPED
+from attnbench.cli import main as cli
+from attnbench.training.checkpoints import SHIPPED
 
 from helpers import compose_cfg
 
@@ -76,7 +76,7 @@ def test_the_run_ends_with_what_the_budget_left_out_at_the_load_seen(tmp_path, m
 def test_a_model_the_run_has_to_train_does_not_spend_the_evaluation_budget(tmp_path, monkeypatch):
     """exp.budget is the evaluation's: the seconds spent getting (training) the models are left out
     of the run's clock (a training of 48 minutes once left a 30-minute budget nothing to evaluate)."""
-    from attnbench.experiments import longctx
+    from attnbench.experiments.longctx import flow as longctx
 
     monkeypatch.setenv("ATTNBENCH_CACHE", str(tmp_path / "cache"))
     real = longctx.get_model
@@ -98,7 +98,7 @@ def test_the_budget_line_comes_after_the_report_and_wandb_lines(tmp_path):
     is printed after "completed in", the report's and W&B's lines: the run's last line."""
     from types import SimpleNamespace
 
-    from attnbench import cli_run
+    from attnbench.cli import run as cli_run
 
     printed: list[str] = []
     cfg = compose_cfg(["+exp=needle_4m", "wandb.mode=disabled", "report.enabled=false"])
@@ -115,9 +115,10 @@ def test_needle_4m_models_ship_their_checks_under_the_key_a_run_computes(monkeyp
     from today's config and code (rerun the command in attnbench/trained/README.md when not)."""
     from types import SimpleNamespace
 
-    from attnbench import checkpoints
-    from attnbench.experiments import longctx, needle_4m
-    from attnbench.train import checkpoint_key
+    from attnbench.training import checkpoints
+    from attnbench.experiments.longctx import flow as longctx
+    from attnbench.experiments import needle_4m
+    from attnbench.training.start import checkpoint_key
 
     cfg = compose_cfg(["+exp=needle_4m"])
     grids: list = []
@@ -137,8 +138,8 @@ def test_a_cell_given_up_after_some_haystacks_ran_is_partial_not_skipped():
     in experiments/needle_4m_loaded/run: 2 of 6) is counted partial, not skipped."""
     from types import SimpleNamespace
 
-    from attnbench.experiments import longctx
-    from attnbench.plan import Estimate
+    from attnbench.experiments.longctx import flow as longctx
+    from attnbench.evaluation.fit import Estimate
 
     cfg = compose_cfg(["+exp=needle_4m"])
     done = {("msa", 16384, 0), ("msa", 16384, 1)}  # the haystacks that ran
@@ -165,8 +166,9 @@ def grid_run(budget: str, seconds: dict, learned: dict):
     the fields it recorded."""
     from types import SimpleNamespace
 
-    from attnbench.experiments.longctx import Grid, GridRun
-    from attnbench.plan import Estimate
+    from attnbench.experiments.longctx.plan import Grid
+    from attnbench.experiments.longctx.evaluate import GridRun
+    from attnbench.evaluation.fit import Estimate
 
     printed: list[str] = []
     recorded: list[dict] = []
@@ -202,8 +204,8 @@ def test_a_cell_whose_compile_is_still_to_come_is_charged_the_longest_compile_me
     (2 haystacks of ~12 s, ~107 s left, the hybrid's compile measured at 96.0 s) is given up whole
     when the compile it still needs is charged the longest compile measured, and runs when it is
     charged COMPILE_ESTIMATE_S (no compile measured yet); the compile it runs is then measured."""
-    from attnbench.experiments import longctx_eval
-    from attnbench.experiments.longctx import GridRun
+    from attnbench.experiments.longctx import evaluate as longctx_eval
+    from attnbench.experiments.longctx.evaluate import GridRun
 
     monkeypatch.setattr(GridRun, "compiles_at", lambda self, name, L: L >= 65536)
     monkeypatch.setattr(longctx_eval, "compile_prefills", lambda ctx, models: [124.5])

@@ -9,7 +9,7 @@ import pytest
 from hydra import compose, initialize_config_module
 
 from attnbench import config as config_mod
-from attnbench.cli import config_error
+from attnbench.cli.checks import config_error
 
 config_mod.register()
 

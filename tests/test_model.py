@@ -301,7 +301,7 @@ def test_run_grid_records_a_failed_compile_and_goes_on():
     record with the reason, and the next model is still compiled."""
     from types import SimpleNamespace
 
-    from attnbench.experiments.longctx import compile_prefills
+    from attnbench.experiments.longctx.evaluate import compile_prefills
 
     class Broken:
         layout = "LLS"

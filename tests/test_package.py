@@ -48,9 +48,9 @@ def test_wheel_contains_configs_and_kernels(tmp_path):
         "attnbench/conf/hardware/h200.yaml",
         "attnbench/__main__.py",
         "attnbench/report/templates/report.html.j2",
-        "attnbench/report/figures.py",
-        "attnbench/tracking.py",
-        "attnbench/dashboard.py",
+        "attnbench/report/figures/catalog.py",
+        "attnbench/tracking/wandb_runs.py",
+        "attnbench/tracking/dashboard.py",
     ]:
         assert needed in names, f"{needed} missing from {wheel.name}"
     assert not any(n.startswith(("kernels/", "conf/")) for n in names), "top-level kernels/ or conf/ leaked into the wheel"

@@ -3,8 +3,8 @@ estimates: no timing)."""
 
 from __future__ import annotations
 
-from attnbench.experiments.longctx import plan_grid
-from attnbench.plan import Estimate
+from attnbench.experiments.longctx.plan import plan_grid
+from attnbench.evaluation.fit import Estimate
 
 K = 1024
 LENGTHS = [K, 4 * K, 16 * K, 64 * K, 256 * K, 1024 * K, 4096 * K]
@@ -91,7 +91,7 @@ def test_memory_cap_skips_with_a_reason():
 def test_a_measured_prefill_refits_the_estimates_of_longer_cells():
     """Calibration.with_measurement: a prefill 8x past the calibration that ran slower than its
     fit pulls the estimate of the next length up; a length measured again keeps its latest time."""
-    from attnbench.plan import Calibration
+    from attnbench.evaluation.fit import Calibration
 
     ns = (4096, 16384, 32768)
     cal = Calibration(
@@ -112,7 +112,7 @@ def test_a_measured_prefill_refits_the_estimates_of_longer_cells():
 def test_a_cell_runs_whole_or_not_at_all():
     """runs_now: at its first haystack a cell needs all its haystacks to fit the budget left;
     a cell given up stays given up; a later haystack that no longer fits is skipped alone."""
-    from attnbench.experiments.longctx import runs_now
+    from attnbench.experiments.longctx.plan import runs_now
 
     given_up: set[tuple] = set()
     assert not runs_now(300.0, 0, [0, 1], 500.0, ("softmax", 262144), given_up)  # 2 x 300 s > 500 s: none runs
@@ -145,7 +145,7 @@ def test_a_compile_still_to_come_is_charged_the_longest_compile_this_run_measure
     experiments/needle_4m_loaded/run-busy2, lightning_hybrid31's 64K cell (2 haystacks of ~12 s)
     began with ~107 s left after the hybrid's compile had taken 96.0 s; charged a minute, it ran,
     and its own compile (124.5 s) took the run past its budget."""
-    from attnbench.experiments.longctx import COMPILE_ESTIMATE_S, compile_charge, runs_now
+    from attnbench.experiments.longctx.plan import COMPILE_ESTIMATE_S, compile_charge, runs_now
 
     assert compile_charge([]) == COMPILE_ESTIMATE_S == 60.0 and compile_charge([47.3, 120.0]) == 120.0
     cell = ("lightning_hybrid31", 64 * K)

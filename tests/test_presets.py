@@ -7,7 +7,7 @@ import torch
 
 from attnbench.config import validate
 from attnbench.model import Model, layout_for
-from attnbench.train import stages_of, task_loss
+from attnbench.training.trainer import stages_of, task_loss
 
 from helpers import compose_cfg
 
@@ -64,7 +64,7 @@ def test_cuda_training_uses_the_kernels_that_pass_their_gate(monkeypatch):
     failure and the whole training falls back to the reference backend; the record says which."""
     import attnbench.bench.gate as gate
     from attnbench.kernels.backend import has_triton_kernel
-    from attnbench.train import kernel_backends
+    from attnbench.training.trainer import kernel_backends
 
     cfg = compose_cfg(["+exp=train"])
     cuda = torch.device("cuda")  # only named: nothing runs on it (the gate is replaced)

@@ -1,8 +1,8 @@
 """Every number in experiments/*/README.md comes from the records beside it.
 
-Generated tables must equal what attnbench/report/readme_tables.py makes from the records now,
+Generated tables must equal what attnbench/report/readme/task_models.py makes from the records now,
 and every other number must be one a generated table shows, a header value, or be listed with
-its reason as not from the records (attnbench/report/readme.py).
+its reason as not from the records (attnbench/report/readme/regenerate.py).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from attnbench.report.readme import BLOCK, check, experiment_readmes
+from attnbench.report.readme.regenerate import BLOCK, check, experiment_readmes
 
 ROOT = Path(__file__).resolve().parents[1]
 READMES = experiment_readmes(ROOT)
@@ -48,9 +48,9 @@ def test_the_check_catches_a_typed_number_and_a_stale_table(tmp_path):
 def test_every_readme_table_can_be_made_from_a_run_that_has_just_started(tmp_path):
     """`readme --check` during a run: a results file with a header and no records yet gives every
     registered table (empty), never an exception."""
-    from attnbench.report import readme_tables, readme_tables_costs  # noqa: F401  (registers the tables)
+    from attnbench.report.readme import task_models as readme_tables, costs as readme_tables_costs  # noqa: F401  (registers the tables)
     from attnbench.report.data import load
-    from attnbench.report.readme import TABLES
+    from attnbench.report.readme.regenerate import TABLES
 
     head = {
         "type": "header",
@@ -79,7 +79,7 @@ def test_the_by_seed_table_has_no_row_for_a_length_no_seed_measured(tmp_path):
     from report_fixtures import write_run
 
     from attnbench.report.data import load
-    from attnbench.report.readme_tables import needle_by_seed
+    from attnbench.report.readme.task_models import needle_by_seed
 
     t = needle_by_seed(load([write_run(tmp_path / "r")]))
     rows = set(zip(t["design"], t["length"]))

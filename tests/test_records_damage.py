@@ -9,7 +9,8 @@ import os
 import zlib
 from pathlib import Path
 
-from attnbench.results import Recorder, scan
+from attnbench.records.write import Recorder
+from attnbench.records.integrity import scan
 
 
 def finished(path: Path) -> Recorder:
@@ -125,9 +126,9 @@ def test_report_counts_duplicate_records_once_and_says_so(tmp_path):
     import contextlib
     import io
 
-    from attnbench.cli import report_main
+    from attnbench.cli.main import report_main
     from attnbench.report.data import load
-    from attnbench.results import encode_line
+    from attnbench.records.integrity import encode_line
 
     run = tmp_path / "run"
     run.mkdir()

@@ -16,11 +16,14 @@ import pandas as pd
 import pytest
 
 from attnbench.report import all_experiments, build_report
-from attnbench.verdicts import claims as claims_mod
-from attnbench.report import figures as F
-from attnbench.report import figures_quality
-from attnbench.report.data import fmt_len, load
-from attnbench.report.tables import decision_table, summarize
+from attnbench.verdicts import rules
+from attnbench.verdicts.claims import catalog as claims_mod
+from attnbench.report import style
+from attnbench.report.figures import catalog as F
+from attnbench.report.figures import accuracy as figures_quality
+from attnbench.verdicts.readings import fmt_len
+from attnbench.report.data import load
+from attnbench.report.tables.decision import decision_table, summarize
 
 from report_fixtures import XSS, write_run
 
@@ -38,7 +41,7 @@ def fixture_report(tmp_path_factory):
 
 
 def draw(fn, df):
-    with matplotlib.rc_context(F.STYLE):
+    with matplotlib.rc_context(style.STYLE):
         return fn(df)
 
 
@@ -49,9 +52,9 @@ def test_report_has_every_section_in_order(fixture_report):
     assert '<table id="decision"' in html and html.index('id="decision"') < html.index('id="claims"')
     assert re.findall(r'<tr id="claim-(C\d[ab]?)">', html) == ["C1", "C2", "C3", "C4", "C5a", "C5b", "C6", "C7"]
     # every registered figure has its place: drawn where the fixture has its records, else said so
-    assert re.findall(r'<figure id="fig-([a-z_0-9]+)">', html) == [f.id for f in F.FIGURES]
+    assert re.findall(r'<figure id="fig-([a-z_0-9]+)">', html) == [f.id for f in style.FIGURES]
     assert html.count('<img src="data:image/png;base64,') == len(res.figures) >= 10
-    assert html.count('<p class="empty">') == len(F.FIGURES) - len(res.figures)
+    assert html.count('<p class="empty">') == len(style.FIGURES) - len(res.figures)
     assert "http://" not in html and "https://" not in html and "<script" not in html  # self-contained, no JS
     assert "smoke/custom_metric" in html  # a metric no figure knows lands in "other measurements"
     assert "Projected or analytic, not measured" in html
@@ -148,7 +151,7 @@ def test_every_section_degrades_without_records(tmp_path):
     (run / "results.jsonl").write_text(json.dumps({"type": "header", "exp": "x", "config_hash": "h", "config": {}}) + "\n")
     res = build_report([run], pdf=False)
     html = res.html.read_text()
-    assert html.count("No records for this yet") == len(F.FIGURES)
+    assert html.count("No records for this yet") == len(style.FIGURES)
     # each claim twice: the first screen's glance table and the claims table
     assert html.count('class="verdict v-not-measured">not yet measured<') == 2 * len(claims_mod.CLAIMS) == 16
     assert "No design records yet" in html and not res.figures
@@ -247,7 +250,7 @@ def test_claim_verdicts_follow_the_records(tmp_path):
     assert any("do not say which haystack" in e for e in verdicts["C2"].evidence)
     assert verdicts["C6"].verdict == "not yet measured"  # C6 rests on exp=capacity; the fixture has needle records only
     assert any("exp=capacity" in e for e in verdicts["C6"].evidence)
-    assert all(v.verdict in claims_mod.VERDICTS for v in verdicts.values())
+    assert all(v.verdict in rules.VERDICTS for v in verdicts.values())
     assert all(v.verdict == "not yet measured" for _, v in claims_mod.judge_all(data.records.iloc[0:0]))
 
 
@@ -337,8 +340,8 @@ def test_report_cli_decision(tmp_path):
 def test_records_carry_the_cpu_of_the_restart_that_wrote_them_and_kernel_tables_keep_cpus_apart(tmp_path):
     """One results file may hold runs of several machines (a rerun appends): each record takes the
     CPU of the header before it, and the kernels tables give each CPU its own rows."""
-    from attnbench.report import readme_tables_costs  # noqa: F401  (registers the kernels tables)
-    from attnbench.report.readme import TABLES
+    from attnbench.report.readme import costs as readme_tables_costs  # noqa: F401  (registers the kernels tables)
+    from attnbench.report.readme.regenerate import TABLES
 
     def run(cpu: str, started: str, sdpa_ms: float) -> list[dict]:
         head = {"type": "header", "exp": "kernels_cpu", "config_hash": "h", "started": started, "hardware": {"cpu": cpu}}
@@ -435,7 +438,7 @@ def test_budget_lines_name_their_run_when_several_are_merged(tmp_path):
 def test_decision_table_training_cells_come_from_the_main_job_and_name_each_seed():
     """A design trained by several experiments (multihop's chains, capacity's ladder, a probe's
     variant) shows the main job's training; several seeds show each seed's facts."""
-    from attnbench.report.tables_training import primary_training, training_cells
+    from attnbench.report.tables.training_cells import primary_training, training_cells
 
     def row(exp, seed, steps, status="done", train_len=1024.0):
         return {"design": "x", "exp": exp, "seed": seed, "steps": steps, "tokens": steps * 1e4, "status": status}, {

@@ -115,7 +115,7 @@ def test_reusing_a_directory_with_another_config_is_refused_in_one_line(tmp_path
 
 
 def test_two_concurrent_identical_runs_record_each_cell_once(tmp_path):
-    from attnbench import rundir
+    from attnbench.records import rundir
 
     run = tmp_path / "run"
     held = rundir.claim(run, "any", say=lambda line: None)  # hold the directory until both runs are waiting
@@ -149,7 +149,7 @@ def test_two_concurrent_identical_runs_record_each_cell_once(tmp_path):
 
 
 def test_lock_refuse_stops_in_one_line_while_another_run_holds_the_directory(tmp_path):
-    from attnbench import rundir
+    from attnbench.records import rundir
 
     run = tmp_path / "run"
     held = rundir.claim(run, "any", say=lambda line: None)  # this test process is the other run
@@ -188,7 +188,7 @@ def test_torn_or_garbled_record_lines_are_named_and_their_cells_redone(tmp_path)
     assert comparable(records(damaged)) == comparable(records(whole))
     set_aside = (damaged / "results.jsonl.damaged").read_bytes()
     assert lines[garbled] in set_aside and lines[torn][:20] in set_aside and lines[1] in set_aside  # nothing thrown away
-    from attnbench.results import scan
+    from attnbench.records.integrity import scan
 
     assert scan(path).summary() == "" and not scan(path).needs_repair
 
@@ -197,13 +197,13 @@ def test_torn_or_garbled_record_lines_are_named_and_their_cells_redone(tmp_path)
 
 
 def recorder(path: Path):
-    from attnbench.results import Recorder
+    from attnbench.records.write import Recorder
 
     return Recorder(path, "smoke", {}, "h0")
 
 
 def test_a_cell_already_done_is_not_written_again(tmp_path):
-    from attnbench.results import scan
+    from attnbench.records.integrity import scan
 
     rec = recorder(tmp_path / "results.jsonl")
     rows = [rec.make(design="softmax", layout="S", metric="smoke/x", value=1.0, unit="ratio", status="measured")]
@@ -215,7 +215,7 @@ def test_a_cell_already_done_is_not_written_again(tmp_path):
 
 
 def test_scan_names_every_kind_of_damage_and_repair_keeps_what_it_removes(tmp_path):
-    from attnbench.results import encode_line, scan
+    from attnbench.records.integrity import encode_line, scan
 
     path = tmp_path / "results.jsonl"
     rec = recorder(path)
@@ -255,7 +255,7 @@ def test_lines_written_before_checksums_still_read(tmp_path):
     """Results recorded before this format (experiments/*/results.jsonl): no checksum, no commit line."""
     import json
 
-    from attnbench.results import scan
+    from attnbench.records.integrity import scan
 
     path = tmp_path / "results.jsonl"
     legacy = [{"type": "header", "config_hash": "h0"}, {"type": "record", "metric": "smoke/x", "value": 1, "cell": "old"}]

@@ -14,16 +14,17 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from attnbench import cli
-from attnbench.checkpoints import SHIPPED
+from attnbench.cli import checks, main as cli
+from attnbench.training.checkpoints import SHIPPED
 from attnbench.experiments import scale as S
-from attnbench.verdicts import claims as C
-from attnbench.verdicts import claims_scale as CS
+from attnbench.verdicts import rules as R
+from attnbench.verdicts.claims import catalog as C
+from attnbench.verdicts.claims import c3_scale as CS
 from attnbench.verdicts import scale_fit as F
 from attnbench.report.data import load
-from attnbench.report.figures import FIGURES, render
+from attnbench.report.style import FIGURES, render
 from attnbench.runner import config_dict
-from attnbench.train import checkpoint_key
+from attnbench.training.start import checkpoint_key
 
 from helpers import TINY_BACKBONE, compose_cfg
 
@@ -135,12 +136,12 @@ def test_scale_runs_at_a_tiny_size_records_fit_figures_and_c3(tmp_path, monkeypa
     monkeypatch.setenv("ATTNBENCH_CACHE", str(tmp_path / "cache"))
     # each training's start calibrates the CPU's matmul peak (seconds on a busy machine); it sets
     # no number this test reads, so eight tiny trainings skip it
-    monkeypatch.setattr("attnbench.train.calibrate_peak", lambda device=None: 1e9)
+    monkeypatch.setattr("attnbench.training.trainer.calibrate_peak", lambda device=None: 1e9)
     run = tmp_path / "run"
     cfg = compose_cfg(["+exp=scale", *TINY, "threads=1", "wandb.mode=disabled", "report.enabled=false"])
     threads = torch.get_num_threads()
     try:
-        cli.prepare(cfg, run)
+        checks.prepare(cfg, run)
         cli.run(cfg, run)
     finally:
         torch.set_num_threads(threads)
@@ -180,7 +181,7 @@ def test_scale_runs_at_a_tiny_size_records_fit_figures_and_c3(tmp_path, monkeypa
 
     data = load([run])
     # the README tables: a model row per (design, width, seed, phase), an accuracy row per (design, width)
-    from attnbench.report import readme_tables_scale as RT
+    from attnbench.report.readme import width_ladder as RT
 
     assert len(RT.models(data)) == len(models) and len(RT.accuracy(data)) == 4
     gaps = RT.gap(data)
@@ -193,7 +194,7 @@ def test_scale_runs_at_a_tiny_size_records_fit_figures_and_c3(tmp_path, monkeypa
     assert set(drawn) == {"scale_niah_single", "scale_niah_multikey", "scale_chain", "scale_gap"} and all(drawn.values())
     c3 = next(c for c in C.CLAIMS if c.id == "C3")
     v = c3(data.records, data.train)
-    assert v.verdict == C.NOT_MEASURED_YET  # no multihop records: C3's own verdict is untouched
+    assert v.verdict == R.NOT_MEASURED_YET  # no multihop records: C3's own verdict is untouched
     part = next(k for k in v.parts if k.startswith("at scale, lightning_hybrid_h8"))
     assert v.parts[part] == CS.NOT_YET and "widths 16-32" in part, v.parts
     assert any("2 width(s) with 2 seeds" in e and "the trend needs 3" in e for e in v.evidence), v.evidence

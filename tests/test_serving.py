@@ -15,7 +15,7 @@ from attnbench.bench import costmodel, costmodel_serving, memory
 from attnbench.bench.presets import M2, NOT_STATED, PRESETS, TEXT01, from_model
 from attnbench.model import Model
 from attnbench.model.serving import Storage, cache_tensors, rollback, round_trip, saved_state
-from attnbench.report.tables_extra import presets_table
+from attnbench.report.tables.extra import presets_table
 from kernels.tolerance import assert_within
 
 from helpers import compose_cfg
@@ -222,9 +222,9 @@ def test_storage_rounds_every_held_value_once(cfg, name):
 
 
 def test_serving_experiment_records_every_part_and_c7_reads_them(tmp_path, monkeypatch):
-    from attnbench import cli
-    from attnbench.verdicts import claims as C
-    from attnbench.report.tables_serving import serving_table
+    from attnbench.cli import checks, main as cli
+    from attnbench.verdicts.claims import catalog as C
+    from attnbench.report.tables.readiness import serving_table
     from attnbench.report.data import load
 
     from helpers import TINY_BACKBONE
@@ -257,7 +257,7 @@ def test_serving_experiment_records_every_part_and_c7_reads_them(tmp_path, monke
     cfg.report.enabled = False
     threads = torch.get_num_threads()
     try:
-        cli.prepare(cfg, run)
+        checks.prepare(cfg, run)
         cli.run(cfg, run)
     finally:
         torch.set_num_threads(threads)
@@ -280,13 +280,15 @@ def test_serving_experiment_records_every_part_and_c7_reads_them(tmp_path, monke
     assert set(df.loc[df["metric"] == "serving/prefix_bytes", "preset"].dropna()) >= {"minimax_text01", "minimax_m2"}
     (c7,) = [c for c in C.CLAIMS if c.id == "C7"]
     v = c7(df, data.train)
-    assert len(v.parts) == 3 and v.verdict in C.VERDICTS
+    from attnbench.verdicts.rules import VERDICTS
+
+    assert len(v.parts) == 3 and v.verdict in VERDICTS
     assert v.parts["prefix caching (Text-01 vs M2, projected)"] == "supported"
     assert "inconclusive" in v.parts.values() or "not yet measured" not in v.parts.values()  # 4 probes a cell: storage undecidable
     table = serving_table(df)
     assert table is not None and len(table.rows) == 3  # softmax end, lightning_hybrid chunk and end
     # the frontier figure: one point per design and format stored at the end, the step through the undominated ones
-    from attnbench.report.figures_serving import serving_frontier
+    from attnbench.report.figures.frontier import serving_frontier
 
     fig = serving_frontier(df)
     (ax,) = [a for a in fig.axes if a.get_xlabel()]
@@ -301,9 +303,9 @@ def test_serving_experiment_records_every_part_and_c7_reads_them(tmp_path, monke
 def test_serving_chain_models_answer_chains_from_every_stored_format(tmp_path, monkeypatch):
     """+curriculum=chain: the chain models answer chains of eval.hops from the stored cache (serving/chain_acc, apart
     from the needles' serving/acc), as many probes a cell as the needles get; no timing or cost part."""
-    from attnbench import cli
+    from attnbench.cli import checks, main as cli
     from attnbench.report.data import load
-    from attnbench.verdicts import claims as C
+    from attnbench.verdicts.claims import catalog as C
 
     from helpers import TINY_BACKBONE
 
@@ -334,7 +336,7 @@ def test_serving_chain_models_answer_chains_from_every_stored_format(tmp_path, m
     cfg.report.enabled = False
     threads = torch.get_num_threads()
     try:
-        cli.prepare(cfg, run)
+        checks.prepare(cfg, run)
         cli.run(cfg, run)
     finally:
         torch.set_num_threads(threads)
@@ -355,7 +357,7 @@ def test_serving_chain_models_answer_chains_from_every_stored_format(tmp_path, m
 def test_c7_speculative_part_reads_the_longest_context_both_designs_were_timed_after():
     import pandas as pd
 
-    from attnbench.verdicts.claims_serving import judge_speculative
+    from attnbench.verdicts.claims.c7_serving import judge_speculative
 
     def sp(design, n, med, p25, p75):
         return dict(
@@ -386,7 +388,7 @@ def test_c7_speculative_part_reads_the_longest_context_both_designs_were_timed_a
 def test_c7_speculative_part_compares_timings_of_one_device_a_gpu_first():
     import pandas as pd
 
-    from attnbench.verdicts.claims_serving import judge_speculative
+    from attnbench.verdicts.claims.c7_serving import judge_speculative
 
     def sp(design, device, n, p25, p75):
         med = (p25 + p75) / 2
@@ -406,8 +408,8 @@ def test_storage_cells_of_several_runs_read_the_run_with_the_most_probes():
     import pandas as pd
 
     from attnbench.report.data import RunData
-    from attnbench.report.readme_tables_serving import storage
-    from attnbench.verdicts.claims_serving import _acc
+    from attnbench.report.readme.serving_rows import storage
+    from attnbench.verdicts.claims.c7_serving import _acc
 
     def acc(n, p):
         row = dict(metric="serving/acc", status="measured", design="softmax", fmt="float32", when="end", context_len=1024)

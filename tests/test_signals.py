@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from attnbench import cli, rundir
+from attnbench.cli import checks, main as cli
+from attnbench.records import rundir
 
 from helpers import compose_cfg
 
@@ -37,7 +38,7 @@ def run_in_process(run: Path, overrides: list[str]) -> None:
     threads = torch.get_num_threads()
     cfg = compose_cfg([*QUICK, *overrides])
     try:
-        cli.prepare(cfg, run)
+        checks.prepare(cfg, run)
         cli.run(cfg, run)
     finally:
         torch.set_num_threads(threads)
@@ -49,7 +50,8 @@ def run_in_process(run: Path, overrides: list[str]) -> None:
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 @pytest.mark.parametrize("phase", ["setup", "cells", "report", "pdf", "wandb"])
 def test_each_signal_at_each_phase_ends_in_one_line(phase, sig, tmp_path, monkeypatch, capsys):
-    from attnbench import experiments, runner, tracking
+    from attnbench import experiments, runner
+    from attnbench.tracking import wandb_runs as tracking
     from attnbench.report import pdf
 
     run = tmp_path / "run"

@@ -14,9 +14,9 @@ import time
 
 import pytest
 
-from attnbench.dashboard import build_workspace
+from attnbench.tracking.dashboard import build_workspace
 from attnbench.report import build_report
-from attnbench.tracking import last_error, log_in_child
+from attnbench.tracking.wandb_runs import last_error, log_in_child
 
 from report_fixtures import write_run
 from wandb_files import read_runs
@@ -93,7 +93,7 @@ def test_secrets_are_recognised_by_value_and_masked_in_every_escaped_form():
     import html
     import json
 
-    from attnbench.redact import MASK, redact, secret_values
+    from attnbench.records.redact import MASK, redact, secret_values
 
     env = {"OPENAI_KEY": "sk-abcdefghijklmnop", "SSH_PRIVATE_KEY": PEM, "SOMETHING": "hf_abcdefghijklmnop", "ODD": ODD}
     env |= {"GIT_COMMIT": "0123456789abcdef0123", "PATH": "/usr/bin:/bin", "HOME": "/root"}
@@ -239,7 +239,7 @@ def test_one_wandb_run_per_cell_set_and_config(tmp_path):
     """Logging a run directory again (a rerun, a resumed run, a second identical run) replaces its
     offline runs instead of adding copies; the sync command names exactly the current runs; a
     superseded config's runs go aside with its records (force=true)."""
-    from attnbench import rundir
+    from attnbench.records import rundir
 
     run = write_run(tmp_path / "run", exp="fixture")
     first = log_in_child(run, {"mode": "offline"}, timeout_s=300)

@@ -11,14 +11,16 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from attnbench import checkpoints
-from attnbench.evaluate import run_sample, wilson
+from attnbench.training import checkpoints
+from attnbench.evaluation.streaming import run_sample
+from attnbench.records.stats import wilson
 from attnbench.model import Model
 from attnbench.tasks.batches import IGNORE, Stage, mqar_batch
 from attnbench.tasks.generate import niah
 from attnbench.tasks.levels import batch_levels
-from attnbench.train import checkpoint_key, get_model, rows_of, train, vocab_of
-from attnbench.train_record import rule_of
+from attnbench.training.start import checkpoint_key
+from attnbench.training.trainer import get_model, rows_of, train, vocab_of
+from attnbench.training.state import rule_of
 
 from helpers import TINY_BACKBONE, TINY_STAGE, TINY_TASK, compose_cfg
 
@@ -64,7 +66,7 @@ def test_a_learned_model_beats_the_values_in_context_floor():
     """The shipped softmax model (it passed the whole curriculum) against its last stage's
     batches: the 95% lower bound of its accuracy is above the values-in-context floor; an
     untrained model of the same design is not."""
-    from attnbench.stats import wilson
+    from attnbench.records.stats import wilson
 
     cfg = compose_cfg(["+exp=needle_4m"])
     torch.set_num_threads(1)
@@ -97,7 +99,7 @@ def test_checkpoint_cache_and_resume(cache):
 
 
 def test_killed_training_resumes_to_the_same_weights(cache, monkeypatch):
-    import attnbench.train as T
+    import attnbench.training.trainer as T
 
     cfg = compose_cfg(["+exp=train", *TINY, "train.max_steps=40"])
     real, calls = T.task_loss, {"n": 0}
@@ -132,7 +134,7 @@ def test_killed_training_resumes_to_the_same_weights(cache, monkeypatch):
 
 def test_nan_loss_stops_training_and_keeps_last_good_checkpoint(cache, monkeypatch):
     cfg = compose_cfg(["+exp=train", *TINY, "train.max_steps=60"])
-    import attnbench.train as T
+    import attnbench.training.trainer as T
 
     real = T.task_loss
     calls = {"n": 0}
@@ -238,7 +240,7 @@ def test_needle_run_with_the_shipped_softmax_model_resumes_without_repeating_cel
 
 def test_mixed_length_stage_draws_lengths_and_holds_tokens_per_step():
     from attnbench.tasks.batches import Stage
-    from attnbench.train import stages_of, step_batch
+    from attnbench.training.trainer import stages_of, step_batch
 
     cfg = compose_cfg(["+exp=train", "train.tokens_per_step=4096", "train.batch=64"])
     stages = stages_of(cfg.train)
@@ -305,7 +307,8 @@ def test_the_chain_curriculum_extends_the_needle_curriculum_with_composition_ste
     needle models), then chain stages whose steps are compositional probes of 1..hops hops."""
     from attnbench.config import default_stages
     from attnbench.tasks.vocab import HOP_BASE
-    from attnbench.train import prefix_model, stages_of, step_batch
+    from attnbench.training.start import prefix_model
+    from attnbench.training.trainer import stages_of, step_batch
 
     needle, chain = compose_cfg(["+exp=needle_4m"]), compose_cfg(["+exp=multihop"])
     n = len(needle.train.stages)
@@ -332,7 +335,7 @@ def test_a_shipped_partial_checkpoint_resumes_on_a_fresh_machine_and_is_never_ev
     an uninterrupted run), while checkpoints.find (what evaluation loads) ignores it."""
     import shutil
 
-    import attnbench.train as T
+    import attnbench.training.trainer as T
 
     cfg = compose_cfg(["+exp=train", *TINY, "train.max_steps=40"])
     key = checkpoint_key(cfg, "softmax")
@@ -390,7 +393,7 @@ def test_a_model_stopped_by_its_wall_clock_budget_is_evaluated_as_it_stands_and_
     budget resumes it from the shipped partial to the same weights as an uninterrupted run."""
     import shutil
 
-    from attnbench.train import get_model
+    from attnbench.training.trainer import get_model
 
     cfg = compose_cfg(["+exp=train", *TINY, "train.max_steps=12", "train.budget=0s"])
     key = checkpoint_key(cfg, "softmax")

@@ -1,4 +1,4 @@
-"""Per-stage training rates (attnbench/train_rate.py): the window a stage's rate is taken over
+"""Per-stage training rates (attnbench/training/rate.py): the window a stage's rate is taken over
 holds the steps where its batch shapes compiled, so taking the compile seconds off leaves the
 steps' own time."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from attnbench.train_rate import stage_rates
+from attnbench.training.rate import stage_rates
 
 
 def _curve(stage_steps: list[int], step_s: float, tokens_per_step: int, compile_at_start: float, log_every: int = 10):
@@ -31,7 +31,7 @@ class _Stage:
 
 
 def test_a_compile_before_the_stage_s_first_point_is_not_taken_off_twice(monkeypatch):
-    import attnbench.train_rate as tr
+    import attnbench.training.rate as tr
 
     monkeypatch.setattr(tr, "stage_flops", lambda cfg, design, stage: 1.0)
     # stage 2 starts at step 105: its compile (step 105) falls before its first logged point (110)
@@ -43,7 +43,7 @@ def test_a_compile_before_the_stage_s_first_point_is_not_taken_off_twice(monkeyp
 
 
 def test_rates_without_compiles_are_the_curve_s_slope(monkeypatch):
-    import attnbench.train_rate as tr
+    import attnbench.training.rate as tr
 
     monkeypatch.setattr(tr, "stage_flops", lambda cfg, design, stage: 1e7)
     curve, _ = _curve([50, 50], step_s=0.5, tokens_per_step=100, compile_at_start=0.5)  # no compile: every step 0.5 s

@@ -1,7 +1,7 @@
 """The fast training step changes nothing but speed (issue 24).
 
 The fast path (MoE's grouped GEMM, the head only at the answer positions, the loss compiled
-per batch shape: attnbench/train_step.py, as train.loss_for picks it) against the eager
+per batch shape: attnbench/training/step.py, as train.loss_for picks it) against the eager
 reference (the MoE's loop over experts, logits at every position: tests/naive.py's
 task_loss_naive, no compile), in lockstep: at each of the first 50 steps both compute the loss
 and the gradients from the same weights and batch, the fast path's update (foreach AdamW and
@@ -22,10 +22,10 @@ import attnbench.kernels.backend as backend
 import attnbench.model.moe as moe
 import attnbench.kernels.msa.reference as msa_reference
 from attnbench.designs import layout_letters
-from attnbench.train_parallel import Local
+from attnbench.training.parallel import Local
 from attnbench.model import Model
-from attnbench.train import loss_for, stages_of, step_batch, vocab_of
-from attnbench.train_step import Aux, CompiledLoss
+from attnbench.training.trainer import loss_for, stages_of, step_batch, vocab_of
+from attnbench.training.step import Aux, CompiledLoss
 from helpers import TINY_BACKBONE, TINY_TASK, compose_cfg
 from naive import task_loss_naive
 

@@ -41,7 +41,6 @@ from attnbench.designs import DESIGNS, of, spec_of
 
 from .memory import dtype_bytes
 from .cost_terms import F32, Cost, attention, causal_pairs, kv_reads, sum_window
-from .cost_terms import peak_flops as peak_flops  # re-exported: callers read costmodel.peak_flops
 from .presets import Arch
 
 IMPLS = ("fused", "reference")

@@ -15,7 +15,6 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 
-from attnbench.designs import BASELINE_OP as BASELINE_OP  # re-exported: the kernel experiments read O.BASELINE_OP
 from attnbench.designs import DESIGNS, spec_of_op
 from attnbench.specs import OpShape, cast
 

@@ -25,6 +25,7 @@ from attnbench.kernels import choose
 from attnbench.model.backbone import Block
 
 from . import costmodel
+from .cost_terms import peak_flops
 from .gate import check
 from .presets import from_model
 from .timing import efficiency, time_fn
@@ -91,7 +92,7 @@ def gate(ctx, letters: str) -> dict[str, bool]:
 
 def _previous(ctx) -> dict[str, dict]:
     """Latency records of cells an earlier run in this directory finished, by cell key."""
-    from attnbench.results import read_jsonl
+    from attnbench.records.read import read_jsonl
 
     if not ctx.recorder.path.exists():
         return {}
@@ -137,7 +138,7 @@ def run(
                             impl=impl,
                             predicted_ms=1e3 * cost.seconds(hw, b.dtype),
                             flops=cost.flops,
-                            peak=costmodel.peak_flops(hw, b.dtype) if hw.flops else None,
+                            peak=peak_flops(hw, b.dtype) if hw.flops else None,
                         )
                     )
 

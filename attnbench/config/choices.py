@@ -47,6 +47,6 @@ BenchScope = choices("BenchScope", ("op", "layer"))  # time ops alone, or whole 
 KernelOp = choices("KernelOp", kernel_ops())  # attnbench/designs.py (an Enum: the ops registered at import)
 KernelBaseline = choices("KernelBaseline", ("sdpa", "flash_attn", "flex", "fla", "reference"))
 WandbMode = choices("WandbMode", ("offline", "online", "disabled"))
-LockMode = choices("LockMode", ("wait", "refuse"))  # another run holds the run directory (attnbench/rundir.py)
+LockMode = choices("LockMode", ("wait", "refuse"))  # another run holds the run directory (attnbench/records/rundir.py)
 
 MAX_SEED = 2**32 - 1  # numpy's seed range (attnbench.runner.seed_everything seeds numpy too)

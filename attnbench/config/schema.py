@@ -144,10 +144,10 @@ class TrainConfig:
     log_every: int = 10
     budget: str = "6h"  # wall-clock safety net per design (status "budget"); not part of the rule
     force: bool = False  # retrain even if a cached or shipped checkpoint matches
-    compile: bool = True  # the step's loss through torch.compile, a graph per batch shape (attnbench/train_step.py; CPU, one process)
+    compile: bool = True  # the step's loss through torch.compile, a graph per batch shape (attnbench/training/step.py; CPU, one process)
     stages: List[StageConfig] = field(default_factory=default_stages)
     max_len: int = 0  # > 0: the last stage's lengths run up to this context (the GPU presets: 2048); 0: its own
-    # Distributed training (attnbench/distributed.py; docs/clusters.md). `batch` and
+    # Distributed training (attnbench/training/distributed.py; docs/clusters.md). `batch` and
     # `tokens_per_step` stay the GLOBAL batch: its rows are split over the processes.
     parallel: Parallel = Parallel.none  # none | ddp | fsdp (launch with torchrun, or a SLURM job with tasks_per_node > 1)
     micro_batch: int = 0  # rows per forward pass and process; a process's further rows accumulate gradients (0: all at once)
@@ -331,7 +331,7 @@ class RootConfig:
     device: Device = Device.auto  # auto | cpu | cuda
     backend: Backend = Backend.auto  # kernel backend for every op: auto | reference | triton
     threads: int = 0  # torch CPU threads (0: torch's default), at most the machine's cores
-    lock: LockMode = LockMode.wait  # another run holds the run directory: wait for it, or refuse (attnbench/rundir.py)
+    lock: LockMode = LockMode.wait  # another run holds the run directory: wait for it, or refuse (attnbench/records/rundir.py)
     force: bool = False  # the run directory holds another config's records: set them aside and start afresh
     wandb: WandbConfig = field(default_factory=WandbConfig)
     report: ReportConfig = field(default_factory=ReportConfig)

@@ -32,7 +32,7 @@ def validate_memory(cfg) -> None:
     import psutil
 
     if cfg.exp.name != "smoke":  # smoke holds its whole sequence at once; needle_4m and multihop plan
-        return  # each length against memory (attnbench.plan), the cost experiments against bench.max_call_s
+        return  # each length against memory (attnbench.evaluation.fit), the cost experiments against bench.max_call_s
     need, have = smoke_bytes(cfg), psutil.virtual_memory().total
     if need > have:
         raise ConfigError(

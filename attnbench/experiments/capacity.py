@@ -17,11 +17,12 @@ from __future__ import annotations
 import numpy as np
 
 from attnbench.designs import spec_of
-from attnbench.evaluate import batch_accuracy, wilson
+from attnbench.evaluation.streaming import batch_accuracy
+from attnbench.records.stats import wilson
 from attnbench.experiments.train import record_training, training_facts
 from attnbench.model import layout_for
 from attnbench.tasks.batches import Stage, mqar_samples
-from attnbench.train import get_model, vocab_of
+from attnbench.training.trainer import get_model, vocab_of
 
 TASK = "mqar"  # the task name of the records (train/acc checks and capacity/acc)
 

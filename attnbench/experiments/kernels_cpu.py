@@ -28,10 +28,10 @@ from attnbench.bench import costmodel
 from attnbench.bench import ops as O
 from attnbench.bench.presets import Arch
 from attnbench.bench.timing import Timing, efficiency, round_ratios, time_alternating, time_fn
-from attnbench.designs import kernel_ops, spec_of_op
+from attnbench.designs import BASELINE_OP, kernel_ops, spec_of_op
 from attnbench.kernels import tolerance
 
-TIMED = tuple(op for op in kernel_ops() if op != O.BASELINE_OP)  # the baseline is timed as causal SDPA
+TIMED = tuple(op for op in kernel_ops() if op != BASELINE_OP)  # the baseline is timed as causal SDPA
 
 
 def shape(cfg, T: int) -> O.Shape:
@@ -128,9 +128,9 @@ def timings(ctx, T: int, dtype: torch.dtype, ops: list[str], peak: float | None 
     xs, fns, got, rounds = _time_together(cfg, dev, sh, dtype, ops)
     for name, (backend, _) in fns.items():
         report(name, backend, got[name])
-    sdpa_ms = got[O.BASELINE_OP].median_ms
+    sdpa_ms = got[BASELINE_OP].median_ms
     for op in ops:
-        ratio = round_ratios(rounds, O.BASELINE_OP, op) if rounds else (sdpa_ms / got[op].median_ms, float("nan"), float("nan"))
+        ratio = round_ratios(rounds, BASELINE_OP, op) if rounds else (sdpa_ms / got[op].median_ms, float("nan"), float("nan"))
         cell.record(
             op,
             "kernels/speedup",
@@ -162,8 +162,8 @@ def _time_together(
     machine hits both sides of every ratio alike; on CUDA, each alone (do_bench syncs and flushes).
     """
     fns: dict[str, tuple[str, Callable[[], object]]] = {}  # name -> (backend, the call)
-    xs = {O.BASELINE_OP: O.make_inputs(O.BASELINE_OP, sh, dtype, dev)}
-    fns[O.BASELINE_OP] = ("sdpa", partial(O.sdpa_causal, xs[O.BASELINE_OP]))
+    xs = {BASELINE_OP: O.make_inputs(BASELINE_OP, sh, dtype, dev)}
+    fns[BASELINE_OP] = ("sdpa", partial(O.sdpa_causal, xs[BASELINE_OP]))
     for op in ops:
         xs[op] = x = O.make_inputs(op, sh, dtype, dev)
         fns[op] = ("reference", partial(O.run, op, "reference", x, sh))
@@ -206,14 +206,14 @@ def _column(r: dict) -> str:
 
 def summary(ctx) -> str:
     """A markdown table of this run directory's timings: ms and speedup over causal SDPA."""
-    from attnbench.results import load_records
+    from attnbench.records.read import load_records
 
     recs = [r for r in load_records([ctx.recorder.path]) if r["status"] == "measured"]
     ms = {(_column(r), r["context_len"]): r for r in recs if r["metric"] == "latency/prefill_ms"}
     lengths = sorted({T for _, T in ms})
     columns = [c for op in TIMED for c in (op, f"{op} (flex)", *spec_of_op(op).part_names)]  # an op, its flex twin, its parts
-    ops = [O.BASELINE_OP] + [c for c in columns if any(o == c for o, _ in ms)]
-    label = {O.BASELINE_OP: "causal SDPA"}
+    ops = [BASELINE_OP] + [c for c in columns if any(o == c for o, _ in ms)]
+    label = {BASELINE_OP: "causal SDPA"}
     head = "| T | " + " | ".join((label.get(op) or op) + " ms (x)" for op in ops) + " | load avg |"
     lines = [head, "|" + "---|" * (len(ops) + 2)]
     eff = [
@@ -225,7 +225,7 @@ def summary(ctx) -> str:
     ]
     noisy = False
     for T in lengths:
-        base = ms.get((O.BASELINE_OP, T))
+        base = ms.get((BASELINE_OP, T))
         cells, rates = [], []
         for op in ops:
             r = ms.get((op, T))
@@ -233,7 +233,7 @@ def summary(ctx) -> str:
             noisy |= bool(mark)
             if r is None:
                 cells.append("-")
-            elif op == O.BASELINE_OP or base is None:
+            elif op == BASELINE_OP or base is None:
                 cells.append(f"{r['value']:.1f}{mark}")
             else:
                 cells.append(f"{r['value']:.1f} ({base['value'] / r['value']:.1f}x){mark}")

@@ -35,7 +35,7 @@ from attnbench.bench import ops as O
 from attnbench.kernels import tolerance
 from attnbench.bench.timing import Timing, time_fn
 from attnbench.config import parse_duration
-from attnbench.designs import spec_of_op
+from attnbench.designs import BASELINE_OP, spec_of_op
 from attnbench.runner import RunContext
 
 GRAD_NAMES = ("q", "k", "v")
@@ -243,7 +243,7 @@ class Run:
         try:
             x = O.make_inputs(op, sh, dtype, self.dev, seed=T)
             spec = spec_of_op(op)
-            sx = x if spec.gqa_inputs else O.make_inputs(O.BASELINE_OP, sh, dtype, self.dev, seed=T)
+            sx = x if spec.gqa_inputs else O.make_inputs(BASELINE_OP, sh, dtype, self.dev, seed=T)
             for z in (x, sx):
                 for n in GRAD_NAMES:
                     z[n].requires_grad_(grads)
@@ -295,7 +295,8 @@ class Run:
 
 
 def summary(ctx, dry: bool) -> str:
-    from attnbench.results import read_jsonl, versions
+    from attnbench.records.read import read_jsonl
+    from attnbench.records.lines import versions
 
     rows = read_jsonl(ctx.recorder.path)
     recs = [r for r in rows if r.get("type") == "record"]

@@ -9,14 +9,15 @@ chains as k single lookups with every intermediate key given are scored apart, a
 checked on the same probes at its own training length (``train/acc`` per hop count).
 
 The 16-layer hybrid (two softmax layers) runs beside the 8-layer one so that a deficit is not
-merely a count of exact-lookup layers. See attnbench/experiments/longctx.py for the flow.
+merely a count of exact-lookup layers. See attnbench/experiments/longctx/flow.py for the flow.
 """
 
 from __future__ import annotations
 
-from attnbench.experiments.longctx import Grid, run_grid
+from attnbench.experiments.longctx.plan import Grid
+from attnbench.experiments.longctx.flow import run_grid
 from attnbench.tasks.generate import multihop
-from attnbench.train import vocab_of
+from attnbench.training.trainer import vocab_of
 
 SCORING = "final value"  # recorded with every multihop/acc: what a probe is scored on
 

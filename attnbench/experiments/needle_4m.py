@@ -1,14 +1,15 @@
 """exp=needle_4m: does each design retrieve a needle at 1K .. 4M tokens? (claims C2, C5, C6)
 
 Every haystack holds one needle per depth (the others act as distractors: RULER's multi-key
-form) and each needle is probed from the same prefill; see attnbench/experiments/longctx.py.
+form) and each needle is probed from the same prefill; see attnbench/experiments/longctx/flow.py.
 """
 
 from __future__ import annotations
 
-from attnbench.experiments.longctx import Grid, run_grid
+from attnbench.experiments.longctx.plan import Grid
+from attnbench.experiments.longctx.flow import run_grid
 from attnbench.tasks.generate import niah
-from attnbench.train import vocab_of
+from attnbench.training.trainer import vocab_of
 
 
 def run(ctx) -> None:

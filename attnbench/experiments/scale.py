@@ -37,13 +37,14 @@ import time
 import numpy as np
 from omegaconf import open_dict
 
-from attnbench.evaluate import run_sample, wilson
+from attnbench.evaluation.streaming import run_sample
+from attnbench.records.stats import wilson
 from attnbench.experiments.train import training_facts
 from attnbench.model import Model, layout_for
-from attnbench.plan import prefill_chunk
+from attnbench.evaluation.fit import prefill_chunk
 from attnbench.runner import config_dict
 from attnbench.tasks.generate import multihop, niah
-from attnbench.train import get_model, vocab_of
+from attnbench.training.trainer import get_model, vocab_of
 
 ACC = "scale/acc"
 MODEL = "scale/model"

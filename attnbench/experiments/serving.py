@@ -32,15 +32,15 @@ from attnbench.bench import costmodel, costmodel_serving, memory
 from attnbench.bench.calibrate import load_profile
 from attnbench.bench.presets import PRESETS, from_model
 from attnbench.designs import spec_of
-from attnbench.evaluate import score
-from attnbench.experiments.longctx import _rng
+from attnbench.evaluation.streaming import score
+from attnbench.experiments.longctx.flow import _rng
 from attnbench.model import ModelCache
 from attnbench.model.lightning import LinearState
 from attnbench.model.serving import BYTES, FORMATS, SCALE_BYTES, Storage, cache_tensors, saved_state
-from attnbench.plan import prefill_chunk
-from attnbench.stats import cluster_bootstrap, wilson
+from attnbench.evaluation.fit import prefill_chunk
+from attnbench.records.stats import cluster_bootstrap, wilson
 from attnbench.tasks.generate import multihop, niah
-from attnbench.train import get_model, stages_of, vocab_of
+from attnbench.training.trainer import get_model, stages_of, vocab_of
 
 KS = tuple(range(1, 9))  # draft tokens verified at once
 SAVE_EVERY = 256  # b: tokens between saved states of the prefix-cache costs

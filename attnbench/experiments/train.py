@@ -1,7 +1,7 @@
 """exp=train: train (or find) the task model of each design and record how training went.
 
 This is the experiment (what `+exp=train` runs and records); the training itself, the loop and
-the checkpoints, is attnbench/train.py.
+the checkpoints, is attnbench/training/trainer.py.
 
 needle_4m and multihop call the same get_model(), so this experiment only exists to train
 ahead of time (e.g. one design per process: ``design=softmax threads=1``) and to ship
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from attnbench.results import now
+from attnbench.records.lines import now
 from attnbench.tasks.stage import passed_len
 
 STOP_REASONS = {  # what a record's status means, for records that do not say why they stopped
@@ -147,12 +147,12 @@ def record_training(ctx, cell, name: str, trained) -> None:
 
 
 def stage_rates_of(trained) -> list[dict]:
-    """The record's per-stage rates (attnbench.train_rate); for a model trained before they were
+    """The record's per-stage rates (attnbench.training.rate); for a model trained before they were
     written, from its curve and config (no calibrated peak then: fraction_of_peak null), saying so."""
     from omegaconf import OmegaConf
 
     from attnbench.tasks.batches import Stage
-    from attnbench.train_rate import stage_rates
+    from attnbench.training.rate import stage_rates
 
     r = trained.record
     conf = OmegaConf.create(r["config"])
@@ -176,7 +176,7 @@ def stage_rates_of(trained) -> list[dict]:
 
 def run(ctx) -> None:
     from attnbench.experiments import NEEDS_CUDA
-    from attnbench.train import get_model  # torch: importing this module for training_facts stays light
+    from attnbench.training.trainer import get_model  # torch: importing this module for training_facts stays light
 
     if ctx.cfg.exp.name in NEEDS_CUDA and ctx.device.type != "cuda":
         for name in ctx.design_names:

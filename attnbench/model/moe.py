@@ -50,7 +50,7 @@ class GlobalRouting:
         return E * (routed_E * probs_NE.sum(0)).sum() / self.n_tokens
 
 
-# Set (attnbench.distributed) while a step's global batch is split over processes or
+# Set (attnbench.training.distributed) while a step's global batch is split over processes or
 # micro-batches; None: the batch is whole here, and the loss is computed as it always was.
 GLOBAL_ROUTING: ContextVar[GlobalRouting | None] = ContextVar("attnbench_global_routing", default=None)
 
@@ -74,7 +74,7 @@ class MoE(nn.Module):
         weight_NK, expert_NK = probs_NE.topk(self.K, dim=-1)
         weight_NK = weight_NK / weight_NK.sum(-1, keepdim=True)
         y_NC, counts_E = self.dispatch(x_NC, weight_NK, expert_NK)
-        # (Dynamo cannot trace ContextVar.get: a compiled step, attnbench/train_step.py, is only
+        # (Dynamo cannot trace ContextVar.get: a compiled step, attnbench/training/step.py, is only
         # ever built for whole batches, where no routing is set)
         routing = None if torch.compiler.is_compiling() else GLOBAL_ROUTING.get()
         if routing is None:  # the whole batch is here
@@ -95,7 +95,7 @@ class MoE(nn.Module):
         reuse, and the heap grew with every chunk of a long prefill (experiments/cpu_speedups,
         cases heap_growth and moe_fixed_buffers). Where ``grouped`` holds (fp32 on the CPU) the
         matmuls of all experts are one grouped GEMM each (``grouped_mm``), which also has no
-        data-dependent Python (the compiled train step traces it: attnbench/train_step.py).
+        data-dependent Python (the compiled train step traces it: attnbench/training/step.py).
         """
         return self.dispatch_grouped(x_NC, weight_NK, expert_NK) if grouped(x_NC) else self.dispatch_loop(x_NC, weight_NK, expert_NK)
 
@@ -112,7 +112,7 @@ class MoE(nn.Module):
         return torch.zeros_like(x_NC).index_add_(0, token_A, out_AC), counts_E
 
     # Each expert's rows depend on the routing (data-dependent shapes): a compiled graph
-    # (Model.compile_prefill, attnbench/train_step.py) runs this loop eagerly between its parts.
+    # (Model.compile_prefill, attnbench/training/step.py) runs this loop eagerly between its parts.
     @torch.compiler.disable
     def dispatch_loop(self, x_NC: torch.Tensor, weight_NK: torch.Tensor, expert_NK: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """dispatch with a Python loop over the experts' slices (any dtype and device)."""

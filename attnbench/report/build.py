@@ -4,7 +4,7 @@
     python -m attnbench report --all-experiments        # experiments/<name>/ -> reports/<name>/
     python -m attnbench report --decision               # every experiment -> reports/decision/
 
-Every experiment run ends by calling ``build_report`` on its own run directory (attnbench.cli).
+Every experiment run ends by calling ``build_report`` on its own run directory (attnbench.cli.main).
 """
 
 from __future__ import annotations
@@ -25,18 +25,19 @@ import yaml
 from jinja2 import Environment, PackageLoader
 
 from attnbench import __version__
-from attnbench.redact import redact
+from attnbench.records.redact import redact
 
-from attnbench.verdicts.claims import SEED_RULE, judge_all
-from attnbench.verdicts.claims_serving import SERVING_METRICS
+from attnbench.verdicts.claims.catalog import SEED_RULE, judge_all
+from attnbench.verdicts.claims.c7_serving import SERVING_METRICS
 
 from .caveats import caveats
-from .data import FIGURE_DIR, RunData, is_preset, load
-from .figures import FIGURES, render
+from attnbench.report.data import FIGURE_DIR, RunData, load
+from attnbench.verdicts.readings import is_preset
+from attnbench.report.style import FIGURES, render
 from .pdf import PdfError, html_to_pdf
-from .tables import DECISION_METRICS, decision_table
-from .tables_extra import other_table, presets_table, training_table
-from .tables_serving import serving_chain_table, serving_table
+from attnbench.report.tables.decision import DECISION_METRICS, decision_table
+from attnbench.report.tables.extra import other_table, presets_table, training_table
+from attnbench.report.tables.readiness import serving_chain_table, serving_table
 
 
 @dataclass

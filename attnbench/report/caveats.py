@@ -11,7 +11,8 @@ from collections import Counter
 
 import pandas as pd
 
-from .data import EMPTY, NO_HEADER, NOT_MEASURED, RunData, fmt_len, haystack_counts, is_preset
+from attnbench.report.data import EMPTY, NO_HEADER, RunData, haystack_counts
+from attnbench.verdicts.readings import NOT_MEASURED, fmt_len, is_preset
 
 
 def reasons(notes: pd.Series, shown: int = 6) -> str:

@@ -12,19 +12,11 @@ from typing import Iterable
 
 import pandas as pd
 
+from attnbench.verdicts.readings import is_preset
 from attnbench.designs import DESIGN_ORDER  # the order tables and legends list designs in; unknown names follow alphabetically
-from attnbench.results import scan
+from attnbench.records.integrity import scan
 from attnbench.verdicts.quality import add_learned, add_levels
 from attnbench.verdicts.quality_training import training
-from attnbench.verdicts.records import LEN_1M as LEN_1M
-from attnbench.verdicts.records import LEN_4M as LEN_4M
-from attnbench.verdicts.records import LEN_128K as LEN_128K
-from attnbench.verdicts.records import NOT_MEASURED as NOT_MEASURED
-from attnbench.verdicts.records import fmt_bytes as fmt_bytes
-from attnbench.verdicts.records import fmt_len as fmt_len
-from attnbench.verdicts.records import is_preset as is_preset
-from attnbench.verdicts.records import metric as metric
-from attnbench.verdicts.records import pooled as pooled
 
 # Columns every figure may ask for, present (as None) even when no record carries them.
 COLUMNS = (
@@ -92,7 +84,7 @@ class RunData:
     # CUDA record: a file can hold runs of several machines) + v (the value as a float, NaN if not a number)
     records: pd.DataFrame
     headers: list[dict]  # one per (re)start, with run_dir added
-    footers: list[dict]  # one per (re)start that ended through attnbench.cli (completed | interrupted | failed)
+    footers: list[dict]  # one per (re)start that ended through attnbench.cli.main (completed | interrupted | failed)
     files: list[Path]
     problems: list[str] = field(default_factory=list)  # per damaged file, one line naming what was left out
     train: pd.DataFrame | None = None  # how each design's model was trained (attnbench/verdicts/quality.py: training)

@@ -23,7 +23,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from attnbench.redact import scrubbed_env
+from attnbench.records.redact import scrubbed_env
 
 CANDIDATES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "chrome")
 RENDERERS = ("chromium", "weasyprint")  # tried in this order; ATTNBENCH_PDF=<one of them> forces one

@@ -1,6 +1,6 @@
 """The report figures' shared look and their registry: colours, markers, legends, the page
-width, the status conventions every figure follows, and ``@figure`` (report/figures.py and
-report/figures_quality.py hold the figures themselves).
+width, the status conventions every figure follows, and ``@figure`` (report/figures/catalog.py and
+report/figures/accuracy.py hold the figures themselves).
 
 One print-readable style; a design keeps its colour and marker in every figure. Status is
 always visible:
@@ -28,7 +28,8 @@ from matplotlib.ticker import FuncFormatter
 
 from attnbench.designs import DESIGNS, MIXTURE_STYLES, VARIANTS
 
-from .data import NOT_MEASURED, design_order, fmt_len
+from attnbench.verdicts.readings import NOT_MEASURED, fmt_len
+from attnbench.report.data import design_order
 
 STYLE: dict[str, Any] = {
     "font.size": 9,

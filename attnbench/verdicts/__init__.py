@@ -9,6 +9,6 @@ policies, levels, vocab and stage modules). attnbench/report renders what it ret
     records.py       the record-table helpers every judge shares
     quality.py       accuracy intervals, chance and floor, training lengths, learned, effective lengths
     rules.py         verdict names, the learned gate, comparisons of 95% intervals
-    claims.py        the claims C1-C3, C6 and every judge (``judge_all``); claims_cost.py (C4, C5),
-                     claims_serving.py (C7)
+    claims.py        the claims C1-C3, C6 and every judge (``judge_all``); verdicts/claims/c4_c5_cost.py (C4, C5),
+                     verdicts/claims/c7_serving.py (C7)
 """

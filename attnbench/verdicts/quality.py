@@ -25,7 +25,7 @@ from functools import lru_cache
 
 import pandas as pd
 
-from attnbench.stats import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, cluster_bootstrap, wilson
+from attnbench.records.stats import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, cluster_bootstrap, wilson
 from attnbench.tasks.levels import Levels, task_levels
 from attnbench.tasks.vocab import Vocab
 
@@ -137,7 +137,7 @@ def haystack_acc(df: pd.DataFrame, metric_name: str, design: str, length, **grou
         p = p[p[col] == want] if col in p.columns else p.iloc[0:0]
         acc_rows = acc_rows[acc_rows[col] == want] if col in acc_rows.columns else acc_rows.iloc[0:0]
     if p.empty or "sample" not in p.columns or p["sample"].isna().any():
-        from .records import pooled
+        from attnbench.verdicts.readings import pooled
 
         acc = pooled_acc(pooled(acc_rows))
         if acc is not None:
@@ -357,7 +357,7 @@ def experiment_task(df: pd.DataFrame, metric_name: str) -> str | None:
 def effective_length(df: pd.DataFrame, design: str, metric_name: str = "niah/acc") -> tuple[float, str]:
     """The longest evaluated length up to which every evaluated length's accuracy has a 95%
     lower bound above EFFECTIVE_LOWER_BOUND (issue #10's definition). (length or 0, text)."""
-    from .records import fmt_len, pooled
+    from attnbench.verdicts.readings import fmt_len, pooled
 
     d = pooled(df[(df["metric"] == metric_name) & (df["design"] == design) & (df["status"] == "measured")])
     lens = sorted(d["context_len"].dropna().unique())
@@ -384,7 +384,7 @@ def relative_effective_length(df: pd.DataFrame, design: str, train_len, metric_n
     """RELATIVE_RULE: (length, text); the training length itself keeps its own score by definition,
     longer lengths keep KEPT_SHARE of it when their lower bound says so. NaN and why when the model
     was not evaluated at its training length (no base to keep a share of)."""
-    from .records import fmt_len, pooled
+    from attnbench.verdicts.readings import fmt_len, pooled
 
     d = pooled(df[(df["metric"] == metric_name) & (df["design"] == design) & (df["status"] == "measured")])
     base = pooled_acc(d[d["context_len"] == train_len]) if pd.notna(train_len) and train_len else None

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from .records import metric, pooled
+from attnbench.verdicts.readings import metric, pooled
 from .quality import LEARNED_LOWER_BOUND, Acc, learned, pooled_acc
 
 SUPPORTED, NOT_SUPPORTED, PARTLY, INCONCLUSIVE, NOT_MEASURED_YET = (

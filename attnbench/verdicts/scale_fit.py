@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from attnbench.stats import wilson
+from attnbench.records.stats import wilson
 
 ACC = "scale/acc"
 MODEL = "scale/model"

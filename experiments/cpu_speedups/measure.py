@@ -190,7 +190,7 @@ HEAP_CHILD = """
 import sys, time, torch
 sys.path.insert(0, {tests!r})
 from attnbench.heap import keep_freed_memory
-from attnbench.train import get_model
+from attnbench.training.trainer import get_model
 from helpers import compose_cfg
 if {keep}:
     assert keep_freed_memory()
@@ -249,7 +249,7 @@ PREFILL_CHILD = """
 import sys, time, types, torch
 sys.path.insert(0, {tests!r}); sys.path.insert(0, {here!r})
 from attnbench.heap import keep_freed_memory
-from attnbench.train import get_model
+from attnbench.training.trainer import get_model
 from helpers import compose_cfg
 from measure import old_module
 assert keep_freed_memory()
@@ -513,7 +513,7 @@ def prefill(calls: int, design: str = "lightning_hybrid_h8", n: int = 262144, ch
 
     from attnbench.kernels.backend import _function
     from attnbench.kernels.lightning import reference as lref
-    from attnbench.train import get_model
+    from attnbench.training.trainer import get_model
     from helpers import compose_cfg
 
     old_l = old_module("kernels/lightning/reference.py", "old_lightning_reference")
@@ -578,7 +578,8 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     from attnbench.heap import keep_freed_memory
-    from attnbench.results import Recorder, stable_hash
+    from attnbench.records.write import Recorder
+    from attnbench.records.lines import stable_hash
 
     heap = "kept" if keep_freed_memory() else "default"  # as in every attnbench run (attnbench/heap.py)
     config = {"base": BASE, "threads": args.threads, "calls": args.calls, "heap": heap}

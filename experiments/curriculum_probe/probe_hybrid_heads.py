@@ -1,7 +1,7 @@
 import sys, time, torch, os
 sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[2] / "tests"))
 from helpers import compose_cfg
-from attnbench.train import train
+from attnbench.training.trainer import train
 os.environ.setdefault("ATTNBENCH_CACHE", "/tmp/attnbench-probe-cache")
 torch.set_num_threads(1)
 heads, layout = sys.argv[1], sys.argv[2]

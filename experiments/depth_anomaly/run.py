@@ -16,7 +16,7 @@ many more probes than the needle_4m cells, on the shipped checkpoint (CPU, fp32)
    at 1,024 tokens with 40 haystacks instead of 2, to see what the 0/2 at 1K was.
 
 Every accuracy is recorded with its count and 95% Wilson interval; README.md's tables are
-generated from these records (python -m attnbench.report.readme).
+generated from these records (python -m attnbench.report.readme.regenerate).
 """
 
 from __future__ import annotations
@@ -32,12 +32,13 @@ from hydra import compose, initialize_config_module
 from omegaconf import OmegaConf
 
 from attnbench import config as config_mod
-from attnbench.evaluate import batch_accuracy, run_sample
-from attnbench.results import Recorder, stable_hash
-from attnbench.stats import wilson
+from attnbench.evaluation.streaming import batch_accuracy, run_sample
+from attnbench.records.write import Recorder
+from attnbench.records.lines import stable_hash
+from attnbench.records.stats import wilson
 from attnbench.tasks.generate import Probe, Sample, haystack, niah
 from attnbench.tasks.vocab import BOS, SEP
-from attnbench.train import get_model, vocab_of
+from attnbench.training.trainer import get_model, vocab_of
 
 HERE = Path(__file__).resolve().parent
 N = 64  # probes per cell (single needle), 40 haystacks x 5 for the multikey check

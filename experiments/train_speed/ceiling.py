@@ -106,9 +106,10 @@ def main() -> None:
 
     from torch.profiler import ProfilerActivity, profile
 
-    from attnbench import heap, train_rate
-    from attnbench import train as new_train
-    from attnbench.results import git_commit, hardware, now
+    from attnbench import heap
+    from attnbench.training import rate as train_rate
+    from attnbench.training import trainer as new_train
+    from attnbench.records.lines import git_commit, hardware, now
     from helpers import compose_cfg
     from measure import Stepper
 

@@ -86,7 +86,7 @@ class Stepper:
         extra = {"foreach": True} if fast else {}
         self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-4, betas=(0.9, tc.beta2), weight_decay=tc.weight_decay, **extra)
         if fast:
-            from attnbench.train_parallel import Local
+            from attnbench.training.parallel import Local
 
             self.loss = (
                 mod.loss_for(cfg, self.model, self.design, Local(torch.device("cpu")), torch.device("cpu")) if compiled else mod.task_loss
@@ -142,9 +142,10 @@ def main() -> None:
     OUT[0] = args.out
     torch.set_num_threads(args.threads)
 
-    from attnbench import heap, train_rate
-    from attnbench import train as new_train
-    from attnbench.results import git_commit, hardware, now
+    from attnbench import heap
+    from attnbench.training import rate as train_rate
+    from attnbench.training import trainer as new_train
+    from attnbench.records.lines import git_commit, hardware, now
     from helpers import compose_cfg
 
     heap.keep_freed_memory()

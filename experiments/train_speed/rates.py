@@ -3,7 +3,7 @@
     python experiments/train_speed/rates.py [--out PATH]
 
 For each attnbench/trained/*/record.json: its ``stage_rates`` (tokens/s, the cost model's FLOPs
-per training token, GFLOP/s, fraction of the calibrated peak, phase shares; attnbench/train_rate.py),
+per training token, GFLOP/s, fraction of the calibrated peak, phase shares; attnbench/training/rate.py),
 or, for models trained before those were written, the same computed from its curve (no
 calibrated peak then: fraction_of_peak null). One ``train/stage_rate`` record a stage, naming
 its source. The file is rewritten whole (the rows are copies, not measurements of this script).
@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def main() -> None:
     from attnbench.experiments.train import stage_rates_of
-    from attnbench.results import now
+    from attnbench.records.lines import now
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=str(Path(__file__).with_name("rates") / "results.jsonl"))

@@ -136,8 +136,8 @@ def main() -> None:
     import torch
     from omegaconf import OmegaConf
 
-    from attnbench import train_rate
-    from attnbench.results import git_commit, hardware, now
+    from attnbench.training import rate as train_rate
+    from attnbench.records.lines import git_commit, hardware, now
     from helpers import compose_cfg
 
     peaks = {}
@@ -194,7 +194,7 @@ def main() -> None:
 
 
 def stages_of(cfg):
-    from attnbench.train import stages_of as f
+    from attnbench.training.trainer import stages_of as f
 
     return f(cfg.train)
 

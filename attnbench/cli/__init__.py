@@ -1,0 +1,1 @@
+"""The command line: ``python -m attnbench`` (main), running an experiment (run) and the checks before it (checks)."""

@@ -1,0 +1,126 @@
+"""What the lines of a results file hold (attnbench/records/read.py describes the file): the statuses
+a record may have, the shared metric names (stable: the report, W&B and dashboards key on them),
+the fields every record carries, and a header's provenance: the git commit, the library
+versions and the hardware of a (re)start; ``stable_hash`` (config hashes, checkpoint keys) and
+``now`` (every timestamp).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import os
+import platform
+import subprocess
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+# measured: timed or counted here; projected: the cost model's prediction of a time; analytic:
+# computed from a formula (bytes, crossover lengths), shown like projected; skipped; failed.
+STATUSES = ("measured", "projected", "analytic", "skipped", "failed")
+
+# Metric names shared by the experiments, the report and W&B (stable: dashboards key on them).
+# Extra fields a record of that metric carries are listed after the unit.
+METRICS = {
+    "params/total": "count",  # also params/attention, params/experts, params/active, params/embedding
+    "train/loss": "nats; step, tokens",  # training curve points
+    "train/steps_to_floor": "steps (None if the floor was not reached); steps, tokens, wall_s, floor, reached (bool), "
+    "rule {name, token_budget, patience, floor, advance_at}, train_len (longest stage passed), stop_reason, source, copied_at",
+    "train/stage_rate": "tokens/s of a curriculum stage's steps; stage, lengths, steps, tokens, seconds, flops_per_token (cost model, "
+    "forward + backward), gflops, fraction_of_peak (of the fp32 matmul peak calibrated at the training's start; null if none), "
+    "peak_gflops, threads, cpu, shares {data, forward, backward, optimizer}, compile_s",
+    "train/acc": "fraction; task, context_len (the training length), n, ci_low, ci_high (also per hops for multihop)",
+    "niah/acc": "fraction; task (niah_single|_multikey|_multivalue|_multiquery), context_len, depth, n, ci_low, ci_high, train_len",
+    "multihop/acc": "fraction; hop_task (chain|vartrack), hops, scoring (final value), context_len, n, ci_low, ci_high, train_len",
+    "multihop/lookup_acc": "fraction; the diagnostic: the same chains as k single lookups, every key given, all k scored",
+    "eval/prefill_s": "s; context_len (wall time of one haystack's prefill)",
+    "eval/peak_rss_increase_bytes": "bytes; context_len (peak resident memory during the cell minus at its start)",
+    "eval/peak_rss_bytes": "bytes; context_len (older runs: the process's high-water mark, not per cell)",
+    "latency/prefill_ms": "ms; context_len, scope (op|layer), op, backend, p25_ms, p75_ms, n",
+    "latency/decode_ms": "ms; context_len (cache length), scope, op, backend, p25_ms, p75_ms, n",
+    "latency/fwd_bwd_ms": "ms; context_len, scope (op), op, backend, dtype, p25_ms, p75_ms, n (forward + backward)",
+    "kernels/speedup": "x (baseline_ms / op_ms, same process); context_len, op, backend, baseline, phase (fwd|fwd_bwd)",
+    "kernels/compile_s": "s; op, backend, context_len (first call of a compiled baseline: compile + one run)",
+    "kernels/check_err": "max abs error vs the truth; op, backend, dtype, context_len, tensor (o|dq|...), bound, torch_err",
+    "memory/cache_bytes_per_token": "bytes; dtype, preset (production presets) or design",
+    "memory/fixed_state_bytes": "bytes; dtype",
+    "memory/total_bytes": "bytes; dtype, context_len",
+    "costmodel/rel_error": "ratio predicted/measured; op, phase (prefill|decode), context_len, scope, within, bound",
+    "crossover/prefill_len": "tokens (None when out of range); vs (the baseline design), method (analytic|measured), "
+    "bracket [lo, hi], relation (= | < min | > max), crossings, scope (op|layer|model), hardware, shape",
+    "crossover/decode_len": "tokens; same fields as crossover/prefill_len",
+    "crossover/memory_len": "tokens; same fields as crossover/prefill_len",
+    "msa_speedup/prefill": "x; context_len, hardware, method (analytic|measured)",
+    "msa_speedup/decode": "x; context_len, hardware, method (analytic|measured)",
+    # added by the costs issue (#3):
+    "msa_speedup/compute_per_token": "x (baseline / M3 attention FLOPs of one decoded token); context_len, vs",
+    "msa_speedup/verdict": "text; claim, published, predicted_attention, predicted_model, ratio, hardware, source",
+    "calibration/<name>": "the cpu roofline measured at run start (matmul_flops, copy_bandwidth, ...)",
+    "gate/rel_error": "relative; op, backend (the correctness check an op passes before it is timed)",
+}
+REQUIRED = ("exp", "design", "layout", "metric", "value", "unit", "status")
+OPTIONAL = ("context_len", "depth", "seed", "backend", "device", "dtype")
+PACKAGES = ("torch", "triton", "hydra-core", "omegaconf", "numpy", "pandas", "matplotlib", "wandb", "datasets", "attnbench")
+
+
+def git_commit() -> dict[str, Any]:
+    """The commit of the attnbench checkout (``unknown`` for an installed wheel)."""
+    here = Path(__file__).resolve().parent
+    try:
+        commit = subprocess.run(["git", "-C", str(here), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
+        if commit.returncode != 0:
+            return {"commit": "unknown", "dirty": None}
+        status = subprocess.run(
+            ["git", "-C", str(here), "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True, timeout=10
+        )
+        return {"commit": commit.stdout.strip(), "dirty": bool(status.stdout.strip())}
+    except (OSError, subprocess.SubprocessError):
+        return {"commit": "unknown", "dirty": None}
+
+
+def versions() -> dict[str, str | None]:
+    found: dict[str, str | None] = {"python": platform.python_version()}
+    for name in PACKAGES:
+        try:
+            found[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            found[name] = None
+    return found
+
+
+def hardware() -> dict[str, Any]:
+    import psutil
+    import torch
+
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    info = {
+        "machine": platform.machine(),
+        "system": platform.system(),
+        "cpu": cpu,
+        "cpu_count": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "memory_bytes": psutil.virtual_memory().total,
+        "cuda": torch.cuda.is_available(),
+    }
+    if torch.cuda.is_available():
+        info["gpu"] = torch.cuda.get_device_name(0)
+        info["gpu_memory_bytes"] = torch.cuda.get_device_properties(0).total_memory
+    return info
+
+
+def stable_hash(obj: Any, n: int = 16) -> str:
+    """Hex digest of a JSON-able object, independent of dict order."""
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:n]
+
+
+def now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")

@@ -1,0 +1,5 @@
+import sys
+
+from attnbench.report.readme.regenerate import main
+
+sys.exit(main())
