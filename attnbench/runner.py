@@ -15,7 +15,7 @@ from rich.console import Console
 from .config import execution_free, selected_designs
 from .config.schema import hashed_sections
 from attnbench.records.write import Recorder
-from attnbench.records.lines import stable_hash
+from attnbench.basics import stable_hash
 
 # Keys that say where, how loudly or how a run happens, not what it computes.
 NOT_IN_HASH = ("hydra", "wandb", "report", "threads", "force", "lock")

@@ -7,7 +7,7 @@ import json
 
 import torch
 
-from attnbench.cli import main as cli
+from attnbench.cli import checks, main as cli
 from attnbench.experiments.capacity import pair_counts, state_floats
 from attnbench.verdicts import rules as R
 from attnbench.verdicts.claims import catalog as C
@@ -52,7 +52,7 @@ def test_capacity_records_and_the_c6_rule(tmp_path, monkeypatch):
     cfg.report.enabled = False
     threads = torch.get_num_threads()
     try:
-        cli.prepare(cfg, run)
+        checks.prepare(cfg, run)
         cli.run(cfg, run)
     finally:
         torch.set_num_threads(threads)
@@ -62,8 +62,8 @@ def test_capacity_records_and_the_c6_rule(tmp_path, monkeypatch):
     assert all(r["n"] == 6 and r["haystacks"] == 6 and r["context_len"] == 12 and r["status"] == "measured" for r in acc)
     # width 32 (2 heads of 16): 1 head of 32 holds 1,024 floats a layer, 2 heads of 16 hold 512
     assert {r["design"]: r["state_size"] for r in acc if r["design"] != "softmax"} == {"lightning_h1": 1024.0, "lightning_h2": 512.0}
-    checks = [r for r in lines if r.get("metric") == "train/acc"]
-    assert sorted(r["design"] for r in checks) == ["lightning_h1", "lightning_h2", "softmax"] and all(r["n_pairs"] == 2 for r in checks)
+    trained = [r for r in lines if r.get("metric") == "train/acc"]
+    assert sorted(r["design"] for r in trained) == ["lightning_h1", "lightning_h2", "softmax"] and all(r["n_pairs"] == 2 for r in trained)
     data = load([run])
     d = data.records[data.records["metric"] == "capacity/acc"]
     assert d["chance"].notna().all() and d["floor"].notna().all()  # levels from the generator's own samples

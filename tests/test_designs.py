@@ -12,7 +12,7 @@ import yaml
 from hydra.core.config_store import ConfigStore
 from torch import nn
 
-from attnbench.cli import main as cli
+from attnbench.cli import checks, main as cli
 from attnbench import designs
 from attnbench.bench import costmodel
 from attnbench.bench.cost_terms import Cost
@@ -269,7 +269,7 @@ def run_toy(exp: str, tmp_path, *overrides: str) -> list[dict]:
     )
     threads = torch.get_num_threads()
     try:
-        cli.prepare(cfg, run)
+        checks.prepare(cfg, run)
         cli.run(cfg, run)
     finally:
         torch.set_num_threads(threads)  # run() sets the exp's threads for the whole process

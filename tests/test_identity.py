@@ -20,3 +20,11 @@ def test_shipped_models_keep_their_keys():
     for folder in sorted(p for p in TRAINED.iterdir() if p.is_dir()):
         record = json.loads((folder / "record.json").read_text())
         assert folder.name == f"{record['design']}-{record['key']}", folder.name
+
+
+def test_shipped_models_are_found_by_their_keys():
+    from attnbench.training import checkpoints
+
+    for folder in sorted(p for p in TRAINED.iterdir() if p.is_dir() and (p / "final.pt").exists()):
+        design, _, key = folder.name.rpartition("-")
+        assert checkpoints.find(design, key) == folder, folder.name

@@ -21,7 +21,7 @@ from attnbench.verdicts.claims import catalog as claims_mod
 from attnbench.report import style
 from attnbench.report.figures import catalog as F
 from attnbench.report.figures import accuracy as figures_quality
-from attnbench.verdicts.readings import fmt_len
+from attnbench.basics import fmt_len
 from attnbench.report.data import load
 from attnbench.report.tables.decision import decision_table, summarize
 

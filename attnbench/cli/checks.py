@@ -103,7 +103,7 @@ def preflight(cfg: DictConfig, run_dir: Path) -> None:
 
     Raises ConfigError or RunDirError (one-line messages); creates nothing.
     """
-    from attnbench.training.checkpoints import cache_root
+    from attnbench.basics import cache_root
     from attnbench.experiments import CACHE_USERS, NEEDS_CUDA
 
     config_mod.validate(cfg)

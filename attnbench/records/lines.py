@@ -8,8 +8,6 @@ versions and the hardware of a (re)start; ``stable_hash`` (config hashes, checkp
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
-import json
 import os
 import platform
 import subprocess
@@ -115,11 +113,6 @@ def hardware() -> dict[str, Any]:
         info["gpu"] = torch.cuda.get_device_name(0)
         info["gpu_memory_bytes"] = torch.cuda.get_device_properties(0).total_memory
     return info
-
-
-def stable_hash(obj: Any, n: int = 16) -> str:
-    """Hex digest of a JSON-able object, independent of dict order."""
-    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:n]
 
 
 def now() -> str:

@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from attnbench.records.integrity import CHECKSUM, cell_name, encode_line, scan
-from attnbench.records.lines import REQUIRED, STATUSES, git_commit, hardware, now, stable_hash, versions
+from attnbench.records.lines import REQUIRED, STATUSES, git_commit, hardware, now, versions
+from attnbench.basics import stable_hash
 
 DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
 

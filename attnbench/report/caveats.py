@@ -12,7 +12,8 @@ from collections import Counter
 import pandas as pd
 
 from attnbench.report.data import EMPTY, NO_HEADER, RunData, haystack_counts
-from attnbench.verdicts.readings import NOT_MEASURED, fmt_len, is_preset
+from attnbench.verdicts.readings import NOT_MEASURED, is_preset
+from attnbench.basics import fmt_len
 
 
 def reasons(notes: pd.Series, shown: int = 6) -> str:

@@ -28,7 +28,9 @@ from matplotlib.ticker import FuncFormatter
 
 from attnbench.designs import DESIGNS, MIXTURE_STYLES, VARIANTS
 
-from attnbench.verdicts.readings import NOT_MEASURED, fmt_len
+from attnbench.verdicts.readings import NOT_MEASURED
+
+from attnbench.basics import fmt_len
 from attnbench.report.data import design_order
 
 STYLE: dict[str, Any] = {

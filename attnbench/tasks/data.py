@@ -16,8 +16,8 @@ from typing import Callable
 
 import numpy as np
 
-from attnbench.training.checkpoints import cache_root
-from attnbench.records.lines import stable_hash
+from attnbench.basics import cache_root
+from attnbench.basics import stable_hash
 from .generate import Probe, Sample
 
 SAMPLES_FORMAT = 2  # 2: multi-hop probes are compositional ([HOP_k K_a] -> V_z) with per-hop lookups apart

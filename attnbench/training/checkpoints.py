@@ -16,11 +16,9 @@ from typing import Any
 
 import torch
 
-SHIPPED = Path(__file__).resolve().parent / "trained"
+from attnbench.basics import cache_root
 
-
-def cache_root() -> Path:
-    return Path(os.environ.get("ATTNBENCH_CACHE", Path.home() / ".cache" / "attnbench"))
+SHIPPED = Path(__file__).resolve().parents[1] / "trained"
 
 
 def atomic_write(path: Path, write) -> None:

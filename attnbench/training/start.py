@@ -10,7 +10,7 @@ import torch
 
 from attnbench.training import checkpoints
 from attnbench.config import execution_free
-from attnbench.records.lines import stable_hash
+from attnbench.basics import stable_hash
 from attnbench.runner import config_dict
 from attnbench.training.state import TrainState
 

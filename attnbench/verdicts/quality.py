@@ -357,7 +357,8 @@ def experiment_task(df: pd.DataFrame, metric_name: str) -> str | None:
 def effective_length(df: pd.DataFrame, design: str, metric_name: str = "niah/acc") -> tuple[float, str]:
     """The longest evaluated length up to which every evaluated length's accuracy has a 95%
     lower bound above EFFECTIVE_LOWER_BOUND (issue #10's definition). (length or 0, text)."""
-    from attnbench.verdicts.readings import fmt_len, pooled
+    from attnbench.verdicts.readings import pooled
+    from attnbench.basics import fmt_len
 
     d = pooled(df[(df["metric"] == metric_name) & (df["design"] == design) & (df["status"] == "measured")])
     lens = sorted(d["context_len"].dropna().unique())
@@ -384,7 +385,8 @@ def relative_effective_length(df: pd.DataFrame, design: str, train_len, metric_n
     """RELATIVE_RULE: (length, text); the training length itself keeps its own score by definition,
     longer lengths keep KEPT_SHARE of it when their lower bound says so. NaN and why when the model
     was not evaluated at its training length (no base to keep a share of)."""
-    from attnbench.verdicts.readings import fmt_len, pooled
+    from attnbench.verdicts.readings import pooled
+    from attnbench.basics import fmt_len
 
     d = pooled(df[(df["metric"] == metric_name) & (df["design"] == design) & (df["status"] == "measured")])
     base = pooled_acc(d[d["context_len"] == train_len]) if pd.notna(train_len) and train_len else None

@@ -29,26 +29,3 @@ def pooled(d: pd.DataFrame) -> pd.DataFrame:
 
 def is_preset(df: pd.DataFrame) -> pd.Series:
     return df["preset"].notna() & (df["preset"].astype(str) != "")
-
-
-def fmt_len(n) -> str:
-    """131072 -> 128K, 1048576 -> 1M, 1536 -> 1.5K, 1000 -> 1000."""
-    if n is None or pd.isna(n):
-        return "—"
-    n = int(n)
-    for unit, size in (("M", 1 << 20), ("K", 1 << 10)):
-        if n >= size and (n * 2) % size == 0:
-            q = n / size
-            return f"{q:g}{unit}"
-    return str(n)
-
-
-def fmt_bytes(n) -> str:
-    if n is None or pd.isna(n):
-        return "—"
-    n = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} TiB"

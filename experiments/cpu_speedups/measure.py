@@ -579,7 +579,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     from attnbench.heap import keep_freed_memory
     from attnbench.records.write import Recorder
-    from attnbench.records.lines import stable_hash
+    from attnbench.basics import stable_hash
 
     heap = "kept" if keep_freed_memory() else "default"  # as in every attnbench run (attnbench/heap.py)
     config = {"base": BASE, "threads": args.threads, "calls": args.calls, "heap": heap}

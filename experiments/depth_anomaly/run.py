@@ -34,7 +34,7 @@ from omegaconf import OmegaConf
 from attnbench import config as config_mod
 from attnbench.evaluation.streaming import batch_accuracy, run_sample
 from attnbench.records.write import Recorder
-from attnbench.records.lines import stable_hash
+from attnbench.basics import stable_hash
 from attnbench.records.stats import wilson
 from attnbench.tasks.generate import Probe, Sample, haystack, niah
 from attnbench.tasks.vocab import BOS, SEP

@@ -34,7 +34,7 @@ sys.path.insert(0, str(ROOT))
 from attnbench.bench import ops as O  # noqa: E402
 from attnbench.heap import keep_freed_memory  # noqa: E402
 from attnbench.records.write import Recorder
-from attnbench.records.lines import stable_hash  # noqa: E402
+from attnbench.basics import stable_hash  # noqa: E402
 
 
 def mhz() -> float:

@@ -43,7 +43,7 @@ CHECKS_FORMAT = 1  # bump when the checks' computation changes: every stored fil
 def checks_key(cfg, trained, grid: Grid | None) -> str:
     """What decides a checkpoint's training-length checks: the checkpoint (its key), the probes'
     generator settings and count, and the experiment's task (none of the run's budget or speed)."""
-    from attnbench.records.lines import stable_hash
+    from attnbench.basics import stable_hash
 
     task = None if grid is None else {"task": grid.task, "groups": grid.groups, "params": grid.params, "fields": grid.fields}
     return stable_hash(
@@ -63,7 +63,7 @@ def checks_key(cfg, trained, grid: Grid | None) -> str:
 
 def checks_places(trained) -> tuple[Path, Path]:
     """Where a checkpoint's checks are read from, in order: beside it, then the user cache."""
-    from attnbench.training.checkpoints import cache_root
+    from attnbench.basics import cache_root
 
     folder = Path(trained.folder)
     return folder / CHECKS_FILE, cache_root() / "checks" / f"{folder.name}.json"

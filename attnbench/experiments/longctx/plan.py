@@ -188,13 +188,13 @@ def runs_now(seconds: float, i: int, to_do: list[int], left: float, key: tuple, 
 
 
 def short_cut_len(cfg) -> str:
-    from attnbench.verdicts.readings import fmt_len
+    from attnbench.basics import fmt_len
 
     return fmt_len(cfg.eval.short_len)
 
 
 def cell_name(coords: dict) -> str:
-    from attnbench.verdicts.readings import fmt_len
+    from attnbench.basics import fmt_len
 
     extra = "".join(f" {k}={v}" for k, v in coords.items() if k not in ("design", "context_len"))
     return f"{coords['design']} {fmt_len(coords['context_len'])}{extra}"

@@ -20,7 +20,9 @@ from matplotlib.patches import Patch, Rectangle
 
 from attnbench.verdicts.quality import pooled_acc
 
-from attnbench.verdicts.readings import NOT_MEASURED, fmt_len, metric, pooled
+from attnbench.verdicts.readings import NOT_MEASURED, metric, pooled
+
+from attnbench.basics import fmt_len
 from attnbench.report.data import design_order, designs, haystack_counts, mark_partial
 from attnbench.report.style import facet_grid, figure, figure_legend, len_axis, plot_status_series, spare, style
 

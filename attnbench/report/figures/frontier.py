@@ -9,7 +9,8 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
 
 from attnbench.report.data import design_order, designs
-from attnbench.verdicts.readings import fmt_bytes, fmt_len, metric
+from attnbench.verdicts.readings import metric
+from attnbench.basics import fmt_bytes, fmt_len
 from attnbench.report.style import error_bars, figure, figure_legend, new_figure, style
 
 

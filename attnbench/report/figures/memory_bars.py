@@ -10,7 +10,9 @@ from __future__ import annotations
 import pandas as pd
 from matplotlib.ticker import FuncFormatter, LogLocator
 
-from attnbench.verdicts.readings import NOT_MEASURED, fmt_bytes, fmt_len, is_preset
+from attnbench.verdicts.readings import NOT_MEASURED, is_preset
+
+from attnbench.basics import fmt_bytes, fmt_len
 from attnbench.report.style import PRESET_COLORS, style
 
 

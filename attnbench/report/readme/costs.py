@@ -10,7 +10,8 @@ import pandas as pd
 from attnbench.designs import BASELINE_OP
 
 from attnbench.report.data import DESIGN_ORDER, RunData, designs
-from attnbench.verdicts.readings import fmt_bytes, fmt_len, metric
+from attnbench.verdicts.readings import metric
+from attnbench.basics import fmt_bytes, fmt_len
 from attnbench.report.readme.registry import Tables
 from attnbench.report.readme.task_models import run_facts
 

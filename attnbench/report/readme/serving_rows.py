@@ -7,7 +7,8 @@ import pandas as pd
 from attnbench.names import SERVING_FORMATS as FORMATS
 
 from attnbench.report.data import RunData
-from attnbench.verdicts.readings import fmt_bytes, metric
+from attnbench.verdicts.readings import metric
+from attnbench.basics import fmt_bytes
 from attnbench.report.readme.registry import Tables
 
 TABLES = Tables()  # this module's README tables (report/readme/regenerate.py merges every module's)

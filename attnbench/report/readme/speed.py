@@ -7,7 +7,8 @@ from __future__ import annotations
 import pandas as pd
 
 from attnbench.report.data import RunData
-from attnbench.verdicts.readings import fmt_len, metric
+from attnbench.verdicts.readings import metric
+from attnbench.basics import fmt_len
 from attnbench.report.readme.registry import Tables
 
 TABLES = Tables()  # this module's README tables (report/readme/regenerate.py merges every module's)

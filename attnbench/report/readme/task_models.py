@@ -10,7 +10,8 @@ from __future__ import annotations
 import pandas as pd
 
 from attnbench.report.data import RunData, designs
-from attnbench.verdicts.readings import fmt_bytes, fmt_len, metric, pooled
+from attnbench.verdicts.readings import metric, pooled
+from attnbench.basics import fmt_bytes, fmt_len
 from attnbench.verdicts.quality import (
     KEPT_SHARE,
     LEARNED_LOWER_BOUND,

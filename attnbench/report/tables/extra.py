@@ -9,7 +9,9 @@ from typing import Iterable
 
 import pandas as pd
 
-from attnbench.verdicts.readings import NOT_MEASURED, fmt_bytes, fmt_len, is_preset, metric
+from attnbench.verdicts.readings import NOT_MEASURED, is_preset, metric
+
+from attnbench.basics import fmt_bytes, fmt_len
 from attnbench.report.data import designs
 from attnbench.report.tables.decision import TOTAL_LENGTHS, Cell, Table, acc_cell, rule_text, summarize
 

@@ -7,7 +7,9 @@ import pandas as pd
 
 from attnbench.names import SERVING_FORMATS as FORMATS
 
-from attnbench.verdicts.readings import fmt_bytes, fmt_len, metric
+from attnbench.verdicts.readings import metric
+
+from attnbench.basics import fmt_bytes, fmt_len
 from attnbench.report.tables.decision import NONE, Cell, Table
 
 

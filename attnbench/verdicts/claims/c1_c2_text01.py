@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from attnbench.verdicts.readings import LEN_4M, NOT_MEASURED, fmt_bytes, fmt_len, is_preset, metric, pooled
+from attnbench.verdicts.readings import LEN_4M, NOT_MEASURED, is_preset, metric, pooled
+
+from attnbench.basics import fmt_bytes, fmt_len
 from attnbench.verdicts.quality import Acc, experiment_task, haystack_acc, learned
 from attnbench.verdicts.rules import INCONCLUSIVE, NOT_MEASURED_YET, NOT_SUPPORTED, SUPPORTED, Verdict, levels_note
 

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from attnbench.verdicts.readings import fmt_len, metric
+from attnbench.verdicts.readings import metric
+
+from attnbench.basics import fmt_len
 from attnbench.verdicts.quality import FINAL, haystack_acc, learned
 from attnbench.verdicts.rules import (
     DID_NOT_LEARN,

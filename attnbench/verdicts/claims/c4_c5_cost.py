@@ -8,7 +8,9 @@ import math
 
 import pandas as pd
 
-from attnbench.verdicts.readings import NOT_MEASURED, fmt_len, metric
+from attnbench.verdicts.readings import NOT_MEASURED, metric
+
+from attnbench.basics import fmt_len
 from attnbench.verdicts.quality import Acc, experiment_task, haystack_acc, pooled_acc
 from attnbench.verdicts.rules import INCONCLUSIVE, NOT_SUPPORTED, PARTLY, SUPPORTED, Verdict, compare, deficit, needs_learned
 

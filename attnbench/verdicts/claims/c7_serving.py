@@ -22,7 +22,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from attnbench.verdicts.readings import fmt_bytes, fmt_len, metric
+from attnbench.verdicts.readings import metric
+
+from attnbench.basics import fmt_bytes, fmt_len
 from attnbench.verdicts.rules import INCONCLUSIVE, NOT_MEASURED_YET, NOT_SUPPORTED, PARTLY, SUPPORTED, Verdict
 
 FP8 = "float8_e4m3fn"

@@ -37,7 +37,8 @@ from attnbench.verdicts.claims.c3_scale import SCALE_RULE, with_scale  # C3 at s
 from attnbench.verdicts.claims.c7_serving import judge_c7  # serving readiness (exp=serving)
 from attnbench.verdicts.claims.c3_multihop import judge_c3  # multi-hop chains, the 7:1 hybrids and sliding-window against softmax
 from attnbench.verdicts.claims.c1_c2_text01 import HYBRIDS, judge_c1, judge_c2  # Text-01's cache arithmetic and its retrieval
-from attnbench.verdicts.readings import LEN_1M, fmt_len
+from attnbench.verdicts.readings import LEN_1M
+from attnbench.basics import fmt_len
 from attnbench.verdicts.quality import ACC_METRICS, LEARNED_LOWER_BOUND
 from attnbench.verdicts.rules import INCONCLUSIVE, NOT_MEASURED_YET, Verdict
 

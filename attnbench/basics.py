@@ -1,0 +1,49 @@
+"""Leaf helpers every layer may use (they import nothing of attnbench): the hash behind config
+hashes and checkpoint keys, the cache's root folder, and how lengths and byte counts are written."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+
+def stable_hash(obj: Any, n: int = 16) -> str:
+    """Hex digest of a JSON-able object, independent of dict order."""
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:n]
+
+
+def cache_root() -> Path:
+    """Where trained models, task data and other caches go: $ATTNBENCH_CACHE, else ~/.cache/attnbench."""
+    return Path(os.environ.get("ATTNBENCH_CACHE", Path.home() / ".cache" / "attnbench"))
+
+
+def _missing(n) -> bool:
+    import pandas as pd  # loaded already wherever a record table is written out
+
+    return n is None or bool(pd.isna(n))
+
+
+def fmt_len(n) -> str:
+    """131072 -> 128K, 1048576 -> 1M, 1536 -> 1.5K, 1000 -> 1000."""
+    if _missing(n):
+        return "—"
+    n = int(n)
+    for unit, size in (("M", 1 << 20), ("K", 1 << 10)):
+        if n >= size and (n * 2) % size == 0:
+            q = n / size
+            return f"{q:g}{unit}"
+    return str(n)
+
+
+def fmt_bytes(n) -> str:
+    if _missing(n):
+        return "—"
+    n = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TiB"
