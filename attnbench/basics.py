@@ -1,11 +1,13 @@
 """Leaf helpers every layer may use (they import nothing of attnbench): the hash behind config
-hashes and checkpoint keys, the cache's root folder, and how lengths and byte counts are written."""
+hashes and checkpoint keys, the cache's root folder, an atomic file write, and how lengths and
+byte counts are written."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import os
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +20,21 @@ def stable_hash(obj: Any, n: int = 16) -> str:
 def cache_root() -> Path:
     """Where trained models, task data and other caches go: $ATTNBENCH_CACHE, else ~/.cache/attnbench."""
     return Path(os.environ.get("ATTNBENCH_CACHE", Path.home() / ".cache" / "attnbench"))
+
+
+def atomic_write(path: Path, write) -> None:
+    """Call write(file_object) on a temp file beside ``path``, fsync it, rename it over ``path``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 def _missing(n) -> bool:

@@ -55,3 +55,7 @@ PRESETS = ("minimax_text01", "minimax_m1", "minimax_m2", "minimax_m27", "minimax
 
 # The storage formats a serving cache may be kept in (model/serving.py; exp=serving and its tables).
 SERVING_FORMATS = ("float32", "bfloat16", "float8_e4m3fn", "float8_e5m2", "int8")
+
+# the task generators (tasks/generate.py): needle variants and multi-hop tasks
+NIAH_VARIANTS = ("single", "multikey", "multivalue", "multiquery")
+HOP_TASKS = ("chain", "vartrack")

@@ -12,7 +12,7 @@ from dataclasses import replace
 import pytest
 import torch
 
-from attnbench.bench import costmodel, memory
+from attnbench.bench import costmodel, memory, op_costs
 from attnbench.bench.calibrate import dispatches, load_profile
 from attnbench.bench.presets import M3, PRESETS, Arch
 from attnbench.bench.workloads import op_call
@@ -37,7 +37,7 @@ CPU = torch.device("cpu")
 def test_fused_counts_follow_the_formulas():
     B, H, D, T = 2, 8, 64, 4096
     c = costmodel.op_cost("softmax", "prefill", T, SCALED, batch=B, dtype="bfloat16")
-    assert c.flops == 4 * B * H * D * (T * (T + 1) / 2 + T * costmodel.FUSED_TILE / 2)
+    assert c.flops == 4 * B * H * D * (T * (T + 1) / 2 + T * op_costs.FUSED_TILE / 2)
     # decode reads exactly the KV cache memory.py says a softmax layer holds, plus q and o
     dec = costmodel.op_cost("softmax", "decode", T, SCALED, batch=B, dtype="bfloat16")
     assert dec.bytes == B * memory.layer_bytes(SCALED, "S", T, "bfloat16") + B * 2 * H * D * 2
@@ -65,7 +65,7 @@ def test_model_decode_reads_the_kv_cache_of_text01():
 def test_msa_selects_k_blocks_of_bs_tokens():
     # past the first k blocks every query attends to exactly k * bs keys per KV group
     T = 1 << 16
-    pairs = costmodel.selected_pairs(1, T, M3.block_size, M3.top_k)
+    pairs = op_costs.selected_pairs(1, T, M3.block_size, M3.top_k)
     assert pairs == M3.top_k
     flops = costmodel.op_cost("msa_attn", "decode", T, M3, dtype="bfloat16").flops
     assert flops == 4 * M3.n_heads * M3.head_dim * M3.top_k * M3.block_size

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from attnbench.tasks.batches import IGNORE, Stage, chain_batch, mqar_batch
-from attnbench.tasks.generate import HOP_TASKS, NIAH_VARIANTS, multihop, niah
+from attnbench.names import HOP_TASKS, NIAH_VARIANTS
+from attnbench.tasks.generate import multihop, niah
 from attnbench.tasks.vocab import BOS, SEP, Vocab
 
 V = Vocab()

@@ -19,8 +19,7 @@ from enum import StrEnum
 from typing import cast
 
 from attnbench.designs import kernel_ops
-from attnbench.names import BACKENDS
-from attnbench.tasks.generate import HOP_TASKS, NIAH_VARIANTS
+from attnbench.names import BACKENDS, HOP_TASKS, NIAH_VARIANTS
 
 
 def choices(name: str, values) -> type[StrEnum]:

@@ -168,7 +168,7 @@ class Scan:
 
 def write_atomic(path: Path, data: bytes) -> None:
     """Replace ``path`` with ``data``: temp file beside it, fsync, rename, fsync the directory."""
-    from attnbench.training.checkpoints import atomic_write
+    from attnbench.basics import atomic_write
 
     atomic_write(path, lambda f: f.write(data))
     fd = os.open(path.parent, os.O_RDONLY)

@@ -9,7 +9,7 @@ class DSA(Spec):
     name = "dsa"
 
     def costs(self):
-        from attnbench.bench import costmodel as cm  # the formulas (imported on use: costmodel reads the specs)
+        from attnbench.bench import op_costs as cm  # the formulas (imported on use: a spec loads no cost model)
 
         return {"dsa": cm.dsa_cost}
 

@@ -32,11 +32,10 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from attnbench.names import HOP_TASKS, NIAH_VARIANTS
+
 from .stage import Stage
 from .vocab import BOS, SEP, Vocab
-
-NIAH_VARIANTS = ("single", "multikey", "multivalue", "multiquery")
-HOP_TASKS = ("chain", "vartrack")
 
 
 @dataclass

@@ -9,31 +9,14 @@ killed run never leaves a torn checkpoint behind.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from attnbench.basics import cache_root
+from attnbench.basics import atomic_write, cache_root
 
 SHIPPED = Path(__file__).resolve().parents[1] / "trained"
-
-
-def atomic_write(path: Path, write) -> None:
-    """Call write(file_object) on a temp file beside ``path``, fsync it, rename it over ``path``."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def save_torch(path: Path, obj: Any) -> None:
