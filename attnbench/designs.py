@@ -104,7 +104,7 @@ DESIGNS: dict[str, Design] = {
             marker="P",
             triton_on_auto=True,
         ),
-        # DeepSeek sparse attention over MLA: production presets only (attnbench.bench.presets)
+        # DeepSeek sparse attention over MLA: production presets only (attnbench.bench.production)
         Design(letter="D", name="dsa", layer=None, op=None, cost="dsa", glue_ops=100, spec="attnbench.specs.dsa:SPEC"),
     )
 }
@@ -123,7 +123,7 @@ VARIANTS: dict[str, tuple[str, str]] = {  # name -> (family, marker)
 }
 # The op every kernel speedup is over: timed as causal SDPA, its fastest form (bench/ops.sdpa_causal).
 BASELINE_OP = "softmax"
-# The designs in the order tables and legends list them (report/data.py); unknown names follow alphabetically.
+# The designs in the order tables and legends list them (report/frame.py); unknown names follow alphabetically.
 DESIGN_ORDER = ("softmax", "lightning", "lightning_hybrid", "sliding_window", "swa_hybrid", "msa")
 
 

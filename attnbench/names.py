@@ -4,7 +4,7 @@ Config validation (attnbench.config), the launcher checks (attnbench.training.di
 report read these names without importing what they name: this module imports nothing, so
 none of them loads torch, a model, a trainer or an experiment's runner to learn a name. The
 code the names belong to imports them from here (attnbench.experiments, kernels/backend.py,
-model/serving.py), and a test holds the preset names equal to bench/presets.py's table.
+model/engine.py), and a test holds the preset names equal to bench/production.py's table.
 """
 
 from __future__ import annotations
@@ -49,11 +49,11 @@ NEEDS_CUDA = ("train_gpu",)
 # Backend enum is built from this tuple).
 BACKENDS = ("auto", "reference", "triton")
 
-# The production presets of bench/presets.py (its PRESETS table, in order; bench.presets names
+# The production presets of bench/production.py (its PRESETS table, in order; bench.presets names
 # are checked against it: tests/test_layers.py).
 PRESETS = ("minimax_text01", "minimax_m1", "minimax_m2", "minimax_m27", "minimax_m3", "deepseek_v32", "gemma3_27b")
 
-# The storage formats a serving cache may be kept in (model/serving.py; exp=serving and its tables).
+# The storage formats a serving cache may be kept in (model/engine.py; exp=serving and its tables).
 SERVING_FORMATS = ("float32", "bfloat16", "float8_e4m3fn", "float8_e5m2", "int8")
 
 # the task generators (tasks/generate.py): needle variants and multi-hop tasks

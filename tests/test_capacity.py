@@ -7,11 +7,11 @@ import json
 
 import torch
 
-from attnbench.cli import checks, main as cli
+from attnbench.cli import main as cli, preflight
 from attnbench.experiments.capacity import pair_counts, state_floats
 from attnbench.verdicts import rules as R
-from attnbench.verdicts.claims import catalog as C
-from attnbench.report.data import load
+from attnbench.verdicts.claims import judge as C
+from attnbench.report.frame import load
 from attnbench.report.figures.accuracy import capacity as capacity_figure
 
 from helpers import TINY_BACKBONE, compose_cfg
@@ -52,7 +52,7 @@ def test_capacity_records_and_the_c6_rule(tmp_path, monkeypatch):
     cfg.report.enabled = False
     threads = torch.get_num_threads()
     try:
-        checks.prepare(cfg, run)
+        preflight.prepare(cfg, run)
         cli.run(cfg, run)
     finally:
         torch.set_num_threads(threads)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from attnbench.cli import checks, main as cli
+from attnbench.cli import main as cli, preflight
 from attnbench.records.write import Recorder
 from attnbench.records.integrity import scan
 
@@ -37,7 +37,7 @@ def run_exp(exp: str, run: Path, kill_after: int | None = None, monkeypatch=None
 
         monkeypatch.setattr(Recorder, "_append", append)
     try:
-        checks.prepare(cfg, run)
+        preflight.prepare(cfg, run)
         cli.run(cfg, run)
     finally:
         torch.set_num_threads(threads)

@@ -13,9 +13,9 @@ from dataclasses import replace
 import pytest
 
 from attnbench.verdicts import rules as R
-from attnbench.verdicts.claims import catalog as C
+from attnbench.verdicts.claims import judge as C
 from attnbench.verdicts.readings import LEN_1M
-from attnbench.report.data import load
+from attnbench.report.frame import load
 from attnbench.records.stats import wilson
 
 from report_fixtures import header

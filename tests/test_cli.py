@@ -67,7 +67,7 @@ def test_bad_config_stops_with_one_line(tmp_path, override, field):
 )
 def test_a_value_outside_a_fixed_set_fails_at_compose_in_the_one_line_form(override, line):
     """Enum fields (attnbench/config/choices.py): OmegaConf refuses the value, the CLI names field, value, choices."""
-    from attnbench.cli.checks import config_error
+    from attnbench.cli.preflight import config_error
 
     assert config_error(["+exp=smoke", override]) == line
 

@@ -19,7 +19,7 @@ from unittest import mock
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from attnbench.cli.checks import config_error
+from attnbench.cli.preflight import config_error
 from attnbench.cli.main import report_main
 from attnbench.config import MAX_SEED
 from attnbench.config import ranges as ranges_mod

@@ -12,7 +12,7 @@ import yaml
 from hydra.core.config_store import ConfigStore
 from torch import nn
 
-from attnbench.cli import checks, main as cli
+from attnbench.cli import main as cli, preflight
 from attnbench import designs
 from attnbench.bench import costmodel
 from attnbench.bench.cost_terms import Cost
@@ -269,7 +269,7 @@ def run_toy(exp: str, tmp_path, *overrides: str) -> list[dict]:
     )
     threads = torch.get_num_threads()
     try:
-        checks.prepare(cfg, run)
+        preflight.prepare(cfg, run)
         cli.run(cfg, run)
     finally:
         torch.set_num_threads(threads)  # run() sets the exp's threads for the whole process
@@ -283,7 +283,7 @@ def test_a_new_design_is_one_entry_one_layer_and_one_spec(toy, tmp_path):
     own prefill and decode (+exp=smoke), its cache objects hold the bytes its formula says
     (+exp=kv_memory), and the cost model costs it, with no module of attnbench changed."""
     from attnbench.bench import gate, memory
-    from attnbench.bench.presets import Arch
+    from attnbench.bench.production import Arch
 
     assert designs.spec_of("T") is TOY_SPEC and designs.spec_of_op("toy") is TOY_SPEC
     passed, worst = gate.check("T", device=torch.device("cpu"))

@@ -11,7 +11,7 @@ import signal
 
 import pytest
 
-from attnbench.cli import checks, main as cli
+from attnbench.cli import main as cli, preflight
 from attnbench.records import integrity, rundir, write as results_write
 
 from helpers import compose_cfg
@@ -37,7 +37,7 @@ def run(tmp_path):
     threads = torch.get_num_threads()
     cfg = compose_cfg(["+exp=smoke", "exp.designs=[softmax,msa]", "threads=1", "report.pdf=false", "wandb.mode=disabled"])
     try:
-        checks.prepare(cfg, tmp_path / "run")
+        preflight.prepare(cfg, tmp_path / "run")
         cli.run(cfg, tmp_path / "run")
     finally:
         torch.set_num_threads(threads)

@@ -17,7 +17,7 @@ from importlib import resources
 import pytest
 import torch
 
-from attnbench.cli import checks, main as cli
+from attnbench.cli import main as cli, preflight
 from attnbench.experiments import EXPERIMENTS, NEEDS_CUDA
 
 from helpers import TINY_BACKBONE, compose_cfg
@@ -159,7 +159,7 @@ def test_experiment_runs_end_to_end(exp, tmp_path, monkeypatch):
     cfg = compose_cfg([f"+exp={exp}", *TINY[exp], "threads=1", "wandb.mode=disabled", "report.enabled=false"])
     threads = torch.get_num_threads()
     try:
-        checks.prepare(cfg, run)  # what the CLI checks and claims before a run
+        preflight.prepare(cfg, run)  # what the CLI checks and claims before a run
         cli.run(cfg, run)
     finally:
         torch.set_num_threads(threads)  # run() sets the exp's threads for the whole process

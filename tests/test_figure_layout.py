@@ -20,7 +20,7 @@ from matplotlib.text import Text
 from matplotlib.transforms import Bbox
 
 from attnbench.report import style
-from attnbench.report.data import load
+from attnbench.report.frame import load
 
 from report_fixtures import needle_run, write_run
 

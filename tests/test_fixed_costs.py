@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from attnbench.cli import checks, main as cli
+from attnbench.cli import main as cli, preflight
 from attnbench.training.checkpoints import SHIPPED
 
 from helpers import compose_cfg
@@ -27,7 +27,7 @@ def run(tmp_path: Path, name: str, *extra: str) -> list[dict]:
     cfg = compose_cfg([*TINY, *extra])
     threads = torch.get_num_threads()
     try:
-        checks.prepare(cfg, tmp_path / name)
+        preflight.prepare(cfg, tmp_path / name)
         cli.run(cfg, tmp_path / name)
     finally:
         torch.set_num_threads(threads)

@@ -9,7 +9,7 @@ import pytest
 from hydra import compose, initialize_config_module
 
 from attnbench import config as config_mod
-from attnbench.cli.checks import config_error
+from attnbench.cli.preflight import config_error
 
 config_mod.register()
 
@@ -141,7 +141,7 @@ def test_joblib_sweep_runs_each_seed_in_its_own_directory(tmp_path):
     dirs = sorted(p.parent.name for p in (tmp_path / "sweep").rglob("results.jsonl"))
     assert dirs == ["design=softmax,seed=0", "design=softmax,seed=1", "design=softmax,seed=2"]
     # the three runs merge into one report whose records carry every seed
-    from attnbench.report.data import load
+    from attnbench.report.frame import load
 
     rep = subprocess.run(
         [sys.executable, "-m", "attnbench", "report", str(tmp_path / "sweep"), "--no-pdf"],

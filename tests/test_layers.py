@@ -138,9 +138,9 @@ def test_names_the_registry_and_the_basics_are_leaves():
 
 def test_leaf_names_match_what_they_name():
     from attnbench import names
-    from attnbench.bench.presets import PRESETS
+    from attnbench.bench.production import PRESETS
     from attnbench.kernels.backend import BACKENDS
-    from attnbench.model.serving import FORMATS
+    from attnbench.model.engine import FORMATS
 
     assert tuple(PRESETS) == names.PRESETS
     assert BACKENDS == names.BACKENDS and FORMATS == names.SERVING_FORMATS
@@ -178,7 +178,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("kernels", ("attnbench.kernels",)),
     ("model", ("attnbench.model",)),
     # the cost formulas each spec names (specs -> op_costs; the cost model reads the specs)
-    ("op costs", ("attnbench.bench.cost_terms", "attnbench.bench.op_costs", "attnbench.bench.presets", "attnbench.bench.memory")),
+    ("op costs", ("attnbench.bench.cost_terms", "attnbench.bench.op_costs", "attnbench.bench.production", "attnbench.bench.memory")),
     ("specs", ("attnbench.specs",)),
     ("bench", ("attnbench.bench",)),
     ("run context", ("attnbench.runner", "attnbench.evaluation")),
@@ -214,3 +214,29 @@ def test_no_module_imports_a_higher_layer():
             if layer_of(i) > layer_of(m):
                 bad.append(f"{m} ({LAYERS[layer_of(m)][0]}) -> {i} ({LAYERS[layer_of(i)][0]})")
     assert not bad, "\n".join(bad)
+
+
+def test_a_module_name_says_its_room():
+    """No two modules share a base name, except one file per design in model/ and specs/ and one
+    file per role (naive, reference, triton) in each op folder of kernels/."""
+    from collections import defaultdict
+
+    by_name = defaultdict(list)
+    for m in MODULES:
+        if MODULES[m].name not in ("__init__.py", "__main__.py"):
+            by_name[m.rpartition(".")[2]].append(m)
+    designs = {"attnbench.model", "attnbench.specs"}
+    shared = {
+        name: sorted(ms)
+        for name, ms in by_name.items()
+        if len(ms) > 1
+        and not all(m.rpartition(".")[0] in designs for m in ms)
+        and not all(m.startswith("attnbench.kernels.") and m.count(".") == 3 for m in ms)
+    }
+    assert not shared, shared
+
+
+def test_the_root_holds_few_modules():
+    """attnbench/ itself holds at most 10 modules; the rest live in packages named for their job."""
+    root = sorted(p.name for p in (ROOT / "attnbench").glob("*.py"))
+    assert len(root) <= 10, root

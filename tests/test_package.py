@@ -48,7 +48,7 @@ def test_wheel_contains_configs_and_kernels(tmp_path):
         "attnbench/conf/hardware/h200.yaml",
         "attnbench/__main__.py",
         "attnbench/report/templates/report.html.j2",
-        "attnbench/report/figures/catalog.py",
+        "attnbench/report/figures/cost_figures.py",
         "attnbench/tracking/wandb_runs.py",
         "attnbench/tracking/dashboard.py",
     ]:

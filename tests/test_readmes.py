@@ -49,7 +49,7 @@ def test_every_readme_table_can_be_made_from_a_run_that_has_just_started(tmp_pat
     """`readme --check` during a run: a results file with a header and no records yet gives every
     registered table (empty), never an exception."""
     from attnbench.report.readme import task_models as readme_tables, costs as readme_tables_costs  # noqa: F401  (registers the tables)
-    from attnbench.report.data import load
+    from attnbench.report.frame import load
     from attnbench.report.readme.regenerate import TABLES
 
     head = {
@@ -78,7 +78,7 @@ def test_the_by_seed_table_has_no_row_for_a_length_no_seed_measured(tmp_path):
     fixture) gets no row of dashes; a measured one keeps its row."""
     from report_fixtures import write_run
 
-    from attnbench.report.data import load
+    from attnbench.report.frame import load
     from attnbench.report.readme.task_models import needle_by_seed
 
     t = needle_by_seed(load([write_run(tmp_path / "r")]))

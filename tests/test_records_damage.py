@@ -127,7 +127,7 @@ def test_report_counts_duplicate_records_once_and_says_so(tmp_path):
     import io
 
     from attnbench.cli.main import report_main
-    from attnbench.report.data import load
+    from attnbench.report.frame import load
     from attnbench.records.integrity import encode_line
 
     run = tmp_path / "run"

@@ -17,12 +17,12 @@ import pytest
 
 from attnbench.report import all_experiments, build_report
 from attnbench.verdicts import rules
-from attnbench.verdicts.claims import catalog as claims_mod
+from attnbench.verdicts.claims import judge as claims_mod
 from attnbench.report import style
-from attnbench.report.figures import catalog as F
+from attnbench.report.figures import cost_figures as F
 from attnbench.report.figures import accuracy as figures_quality
 from attnbench.basics import fmt_len
-from attnbench.report.data import load
+from attnbench.report.frame import load
 from attnbench.report.tables.decision import decision_table, summarize
 
 from report_fixtures import XSS, write_run
@@ -107,7 +107,7 @@ def test_heatmap_marks_skipped_and_failed_cells(tmp_path):
 def test_partial_cells_are_marked_in_figures_and_tables(tmp_path):
     """A cell that ran fewer haystacks than planned (the fixture's msa at 16K: 2 of 6) is
     half-filled in the accuracy figure, dotted in the heatmap and says 2/6 in the tables."""
-    from attnbench.report.data import haystack_counts
+    from attnbench.report.frame import haystack_counts
 
     from report_fixtures import needle_run
 

@@ -14,14 +14,14 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from attnbench.cli import checks, main as cli
+from attnbench.cli import main as cli, preflight
 from attnbench.training.checkpoints import SHIPPED
 from attnbench.experiments import scale as S
 from attnbench.verdicts import rules as R
-from attnbench.verdicts.claims import catalog as C
+from attnbench.verdicts.claims import judge as C
 from attnbench.verdicts.claims import c3_scale as CS
 from attnbench.verdicts import scale_fit as F
-from attnbench.report.data import load
+from attnbench.report.frame import load
 from attnbench.report.style import FIGURES, render
 from attnbench.runner import config_dict
 from attnbench.training.start import checkpoint_key
@@ -141,7 +141,7 @@ def test_scale_runs_at_a_tiny_size_records_fit_figures_and_c3(tmp_path, monkeypa
     cfg = compose_cfg(["+exp=scale", *TINY, "threads=1", "wandb.mode=disabled", "report.enabled=false"])
     threads = torch.get_num_threads()
     try:
-        checks.prepare(cfg, run)
+        preflight.prepare(cfg, run)
         cli.run(cfg, run)
     finally:
         torch.set_num_threads(threads)

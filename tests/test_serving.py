@@ -12,9 +12,9 @@ import pytest
 import torch
 
 from attnbench.bench import costmodel, costmodel_serving, memory
-from attnbench.bench.presets import M2, NOT_STATED, PRESETS, TEXT01, from_model
+from attnbench.bench.production import M2, NOT_STATED, PRESETS, TEXT01, from_model
 from attnbench.model import Model
-from attnbench.model.serving import Storage, cache_tensors, rollback, round_trip, saved_state
+from attnbench.model.engine import Storage, cache_tensors, rollback, round_trip, saved_state
 from attnbench.report.tables.extra import presets_table
 from kernels.tolerance import assert_within
 
@@ -222,10 +222,10 @@ def test_storage_rounds_every_held_value_once(cfg, name):
 
 
 def test_serving_experiment_records_every_part_and_c7_reads_them(tmp_path, monkeypatch):
-    from attnbench.cli import checks, main as cli
-    from attnbench.verdicts.claims import catalog as C
+    from attnbench.cli import main as cli, preflight
+    from attnbench.verdicts.claims import judge as C
     from attnbench.report.tables.readiness import serving_table
-    from attnbench.report.data import load
+    from attnbench.report.frame import load
 
     from helpers import TINY_BACKBONE
 
@@ -257,7 +257,7 @@ def test_serving_experiment_records_every_part_and_c7_reads_them(tmp_path, monke
     cfg.report.enabled = False
     threads = torch.get_num_threads()
     try:
-        checks.prepare(cfg, run)
+        preflight.prepare(cfg, run)
         cli.run(cfg, run)
     finally:
         torch.set_num_threads(threads)
@@ -303,9 +303,9 @@ def test_serving_experiment_records_every_part_and_c7_reads_them(tmp_path, monke
 def test_serving_chain_models_answer_chains_from_every_stored_format(tmp_path, monkeypatch):
     """+curriculum=chain: the chain models answer chains of eval.hops from the stored cache (serving/chain_acc, apart
     from the needles' serving/acc), as many probes a cell as the needles get; no timing or cost part."""
-    from attnbench.cli import checks, main as cli
-    from attnbench.report.data import load
-    from attnbench.verdicts.claims import catalog as C
+    from attnbench.cli import main as cli, preflight
+    from attnbench.report.frame import load
+    from attnbench.verdicts.claims import judge as C
 
     from helpers import TINY_BACKBONE
 
@@ -336,7 +336,7 @@ def test_serving_chain_models_answer_chains_from_every_stored_format(tmp_path, m
     cfg.report.enabled = False
     threads = torch.get_num_threads()
     try:
-        checks.prepare(cfg, run)
+        preflight.prepare(cfg, run)
         cli.run(cfg, run)
     finally:
         torch.set_num_threads(threads)
@@ -407,7 +407,7 @@ def test_c7_speculative_part_compares_timings_of_one_device_a_gpu_first():
 def test_storage_cells_of_several_runs_read_the_run_with_the_most_probes():
     import pandas as pd
 
-    from attnbench.report.data import RunData
+    from attnbench.report.frame import RunData
     from attnbench.report.readme.serving_rows import storage
     from attnbench.verdicts.claims.c7_serving import _acc
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from attnbench.cli import checks, main as cli
+from attnbench.cli import main as cli, preflight
 from attnbench.records import rundir
 
 from helpers import compose_cfg
@@ -38,7 +38,7 @@ def run_in_process(run: Path, overrides: list[str]) -> None:
     threads = torch.get_num_threads()
     cfg = compose_cfg([*QUICK, *overrides])
     try:
-        checks.prepare(cfg, run)
+        preflight.prepare(cfg, run)
         cli.run(cfg, run)
     finally:
         torch.set_num_threads(threads)

@@ -17,7 +17,7 @@ from attnbench.designs import of, spec_of
 from .cost_terms import Cost
 from .costmodel import layer_cost, op_cost
 from .memory import STATE_DTYPE, layer_bytes
-from .presets import Arch
+from attnbench.bench.production import Arch
 
 ROLLBACK_STRATEGIES = ("states", "recompute")
 

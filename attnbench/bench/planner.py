@@ -20,7 +20,7 @@ from functools import lru_cache
 from attnbench.designs import of, spec_of
 
 from . import costmodel, memory
-from .presets import from_model
+from attnbench.bench.production import from_model
 
 
 @lru_cache(maxsize=1)

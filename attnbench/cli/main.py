@@ -15,7 +15,7 @@ Subcommands (dispatched before Hydra sees the arguments):
     python -m attnbench dashboard entity=E project=P [exp=NAME] [name=TITLE] [--dry-run]
 
 Here: the entry points, the ``Guard`` callback and the resolvers Hydra's config names; the
-checks before a run are in cli/checks.py, the run and its sinks in cli/run.py.
+checks before a run are in cli/preflight.py, the run and its sinks in cli/run.py.
 """
 
 from __future__ import annotations
@@ -36,8 +36,8 @@ from omegaconf.errors import OmegaConfBaseException
 
 from attnbench import config as config_mod
 from attnbench.records import rundir
-from attnbench.cli.checks import EXIT_BAD_INPUT, EXIT_SIGINT, EXIT_SIGTERM, check_group_choices, fail, job_dir, one_line
-from attnbench.cli.checks import prepare_or_exit, sweep_errors, task_config, typed_overrides
+from attnbench.cli.preflight import EXIT_BAD_INPUT, EXIT_SIGINT, EXIT_SIGTERM, check_group_choices, fail, job_dir, one_line
+from attnbench.cli.preflight import prepare_or_exit, sweep_errors, task_config, typed_overrides
 from attnbench.cli.run import Terminated, _raise_terminated, disk_full, run
 from attnbench.config import ConfigError
 from attnbench.records.rundir import RunDirError
@@ -138,7 +138,7 @@ def report_main(argv: list[str]) -> int:
     """``report``: exit 0 with a report; 2 with one line on stderr for bad input, or when the report
     was written but left damaged lines out (one line per damaged results file)."""
     from attnbench.report import all_experiments, build_report, decision_report
-    from attnbench.report.data import EMPTY, NO_HEADER, ResultsError
+    from attnbench.report.frame import EMPTY, NO_HEADER, ResultsError
 
     ap = OneLineParser(
         prog="python -m attnbench report", description="Write report.html and report.pdf from run directories' results.jsonl."

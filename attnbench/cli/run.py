@@ -1,4 +1,4 @@
-"""A run once its checks passed (attnbench.cli.checks): ``run`` runs the experiment, then its
+"""A run once its checks passed (attnbench.cli.preflight): ``run`` runs the experiment, then its
 sinks (``finish``: the footer, then ``finish_run``: report, PDF, W&B), and turns Ctrl-C and
 SIGTERM (``Terminated``) into a partial run with exit code 130 or 143, a signal while finishing
 into the sinks left ``Cut`` (one line), and a full disk into one line and exit code 1.
@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, NoReturn
 
 from omegaconf import DictConfig
 
-from attnbench.cli.checks import EXIT_SIGINT, EXIT_SIGTERM
+from attnbench.cli.preflight import EXIT_SIGINT, EXIT_SIGTERM
 
 if TYPE_CHECKING:
     from attnbench.runner import RunContext

@@ -282,7 +282,7 @@ class BenchConfig:
     validate_from: int = 4096  # cost-model error is recorded (and held to max_rel_error) for T >= this
     max_rel_error: float = 2.0  # predicted/measured must lie in [1/x, x]
     profiles: List[str] = field(default_factory=lambda: ["h200", "h100", "a100"])  # projections
-    presets: List[str] = field(default_factory=list)  # production presets (attnbench.bench.presets); empty = all
+    presets: List[str] = field(default_factory=list)  # production presets (attnbench.bench.production); empty = all
     memory_dtypes: List[Dtype] = field(default_factory=lambda: [Dtype.bfloat16, Dtype.float8, Dtype.float32])
     memory_lens: List[int] = field(default_factory=lambda: [131072, 1048576, 4194304])
     check_ops: bool = True  # correctness gate: time only ops that match the dense formula first

@@ -17,9 +17,9 @@ import time
 
 import pandas as pd
 
-from attnbench.bench import costmodel, crossover, memory, sweep
+from attnbench.bench import costmodel, crossing, memory, sweep
 from attnbench.bench.calibrate import hardware_for_run, load_profile
-from attnbench.bench.presets import TEXT01, M3, from_model
+from attnbench.bench.production import TEXT01, M3, from_model
 from attnbench.bench.workloads import filled_cache, make_block
 from attnbench.config import parse_duration
 from attnbench.designs import layout_letters, of, op_of, spec_of
@@ -90,7 +90,7 @@ def measured_crossovers(ctx, df: pd.DataFrame, layouts: dict[str, str]) -> list[
             ).sort_values("n")
             if both.empty:
                 continue
-            res = crossover.measured(both.n.tolist(), both.ms.tolist(), both.ms_base.tolist())
+            res = crossing.measured(both.n.tolist(), both.ms.tolist(), both.ms_base.tolist())
             rows.append(_record(ctx, d, lay, phase, res, scope=scope, hardware=f"this {ctx.device.type}", lengths=both.n.tolist()))
     return rows
 
@@ -124,7 +124,7 @@ def memory_crossovers(ctx, layouts: dict[str, str]) -> list[dict]:
             )
         if d == "softmax":
             continue
-        res = crossover.measured(list(b.decode_lens), total[d], total["softmax"])
+        res = crossing.measured(list(b.decode_lens), total[d], total["softmax"])
         rows.append(_record(ctx, d, lay, "memory", res, scope="model", hardware="any"))
         arch = from_model(cfg.model, cfg.attention[d])
         base = from_model(cfg.model, cfg.attention["softmax"])
@@ -178,7 +178,7 @@ def analytic_crossovers(ctx, hw_cpu, layouts: dict[str, str]) -> list[dict]:
                     if d == "softmax" or not set(lay) <= set(archs):
                         continue
                     for phase in ("prefill", "decode"):
-                        res = crossover.analytic(
+                        res = crossing.analytic(
                             per_layer(lay, phase, impl), per_layer("S", phase, impl), n_min=16, n_max=1 << 26, per_octave=4
                         )
                         rows.append(
@@ -226,7 +226,7 @@ def _record(ctx, design, layout, phase, res, *, scope, hardware, status="measure
         "hardware": hardware,
         "shape": extra.get("shape", "scaled"),
         "dtype": extra.get("dtype", ctx.cfg.bench.dtype),
-        "crossover": crossover.describe(res),
+        "crossover": crossing.describe(res),
         "bracket": res["bracket"],
         "crossings": res["crossings"],
     }

@@ -1,6 +1,6 @@
 """exp=kv_memory: how much cache does each design and production model keep per token?
 
-1. Production presets (attnbench.bench.presets, sources in the file): cache bytes per token
+1. Production presets (attnbench.bench.production, sources in the file): cache bytes per token
    (the slope), fixed bytes (lightning states in fp32, full sliding-window rings) and totals at
    bench.memory_lens, per dtype in bench.memory_dtypes. Status `projected` (a formula, not a
    measurement of those models), method analytic.
@@ -15,7 +15,7 @@ import pandas as pd
 import torch
 
 from attnbench.bench import memory
-from attnbench.bench.presets import PRESETS, from_model
+from attnbench.bench.production import PRESETS, from_model
 from attnbench.model import Model
 
 CHECK_DTYPES = ("float32", "bfloat16")

@@ -30,13 +30,13 @@ import torch
 
 from attnbench.bench import costmodel, costmodel_serving, memory
 from attnbench.bench.calibrate import load_profile
-from attnbench.bench.presets import PRESETS, from_model
+from attnbench.bench.production import PRESETS, from_model
 from attnbench.designs import spec_of
 from attnbench.evaluation.streaming import score
 from attnbench.experiments.longctx.flow import _rng
 from attnbench.model import ModelCache
 from attnbench.model.lightning import LinearState
-from attnbench.model.serving import BYTES, FORMATS, SCALE_BYTES, Storage, cache_tensors, saved_state
+from attnbench.model.engine import BYTES, FORMATS, SCALE_BYTES, Storage, cache_tensors, saved_state
 from attnbench.evaluation.fit import prefill_chunk
 from attnbench.records.stats import cluster_bootstrap, wilson
 from attnbench.tasks.generate import multihop, niah

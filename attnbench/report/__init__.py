@@ -1,7 +1,7 @@
 """Decision reports: records -> figures (matplotlib) -> report.html (Jinja2) -> report.pdf (Chromium).
 
 ``build_report(run_dirs)`` writes both into a run directory; ``figure`` registers a figure of an
-experiment's own (see report/figures/catalog.py). Names load lazily so that ``attnbench.report.data``
+experiment's own (see report/figures/cost_figures.py). Names load lazily so that ``attnbench.report.frame``
 (used by W&B tracking) does not import matplotlib.
 """
 
@@ -16,7 +16,7 @@ def __getattr__(name: str):
 
         return getattr(build, name)
     if name == "figure":
-        from attnbench.report.figures.catalog import figure
+        from attnbench.report.figures.cost_figures import figure
 
         return figure
     raise AttributeError(name)

@@ -27,11 +27,11 @@ from jinja2 import Environment, PackageLoader
 from attnbench import __version__
 from attnbench.records.redact import redact
 
-from attnbench.verdicts.claims.catalog import SEED_RULE, judge_all
+from attnbench.verdicts.claims.judge import SEED_RULE, judge_all
 from attnbench.verdicts.claims.c7_serving import SERVING_METRICS
 
 from .caveats import caveats
-from attnbench.report.data import FIGURE_DIR, RunData, load
+from attnbench.report.frame import FIGURE_DIR, RunData, load
 from attnbench.verdicts.readings import is_preset
 from attnbench.report.style import FIGURES, render
 from .pdf import PdfError, html_to_pdf

@@ -11,7 +11,7 @@ from collections import Counter
 
 import pandas as pd
 
-from attnbench.report.data import EMPTY, NO_HEADER, RunData, haystack_counts
+from attnbench.report.frame import EMPTY, NO_HEADER, RunData, haystack_counts
 from attnbench.verdicts.readings import NOT_MEASURED, is_preset
 from attnbench.basics import fmt_len
 

@@ -1,5 +1,5 @@
 """The report figures' shared look and their registry: colours, markers, legends, the page
-width, the status conventions every figure follows, and ``@figure`` (report/figures/catalog.py and
+width, the status conventions every figure follows, and ``@figure`` (report/figures/cost_figures.py and
 report/figures/accuracy.py hold the figures themselves).
 
 One print-readable style; a design keeps its colour and marker in every figure. Status is
@@ -31,7 +31,7 @@ from attnbench.designs import DESIGNS, MIXTURE_STYLES, VARIANTS
 from attnbench.verdicts.readings import NOT_MEASURED
 
 from attnbench.basics import fmt_len
-from attnbench.report.data import design_order
+from attnbench.report.frame import design_order
 
 STYLE: dict[str, Any] = {
     "font.size": 9,

@@ -3,7 +3,7 @@
 A rerun (or another experiment asking for the same haystacks) loads them instead of
 generating again. Each dataset carries a card-like description of its fields.
 
-The task data (what a model is evaluated on); attnbench/report/data.py is another thing, the
+The task data (what a model is evaluated on); attnbench/report/frame.py is another thing, the
 records of finished runs loaded into one table for the report.
 """
 

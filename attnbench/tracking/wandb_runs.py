@@ -222,7 +222,7 @@ def log_runs(paths: list[Path], wcfg: dict) -> list[str]:
     ids written."""
     import wandb
 
-    from attnbench.report.data import load
+    from attnbench.report.frame import load
 
     data = load(paths)
     df = data.records
@@ -334,7 +334,7 @@ def _log_tables(wandb, run, g: pd.DataFrame) -> None:
 
 def _log_figures(wandb, init, headers: dict[str, dict]) -> list[str]:
     """The report's figures, one run per experiment run directory that has them."""
-    from attnbench.report.data import FIGURE_DIR
+    from attnbench.report.frame import FIGURE_DIR
 
     written = []
     for run_dir, h in headers.items():

@@ -1,7 +1,7 @@
 """What attnbench concludes from its records: chance and floor levels, whether a model learned
 its task, the evidence rules, and the verdict on each published claim (C1-C7).
 
-It reads the record table (attnbench/report/data.py loads the run directories into it) and
+It reads the record table (attnbench/report/frame.py loads the run directories into it) and
 nothing that runs: no model, trainer, experiment or benchmark is imported here, and the chance
 levels come from the task generator's own arithmetic (numpy: attnbench.tasks' generate,
 policies, levels, vocab and stage modules). attnbench/report renders what it returns.

@@ -1,4 +1,4 @@
-"""What the verdicts read from the record table (attnbench/report/data.py loads it): one metric's
+"""What the verdicts read from the record table (attnbench/report/frame.py loads it): one metric's
 records, accuracy pooled over depths, which records are production presets, and the lengths
 and byte counts as the evidence writes them. Plain pandas: the report's renderers share these.
 """

@@ -1,5 +1,5 @@
 """The report's accuracy figures: needles by depth and length, accuracy against length,
-multi-hop chains (registered before the cost figures of report/figures/catalog.py).
+multi-hop chains (registered before the cost figures of report/figures/cost_figures.py).
 
 Each draws the task's chance level and its "values in context" floor (attnbench/verdicts/quality.py),
 each design's 95% interval, and a design that did not learn the task at its training length
@@ -23,7 +23,7 @@ from attnbench.verdicts.quality import pooled_acc
 from attnbench.verdicts.readings import NOT_MEASURED, metric, pooled
 
 from attnbench.basics import fmt_len
-from attnbench.report.data import design_order, designs, haystack_counts, mark_partial
+from attnbench.report.frame import design_order, designs, haystack_counts, mark_partial
 from attnbench.report.style import facet_grid, figure, figure_legend, len_axis, plot_status_series, spare, style
 
 

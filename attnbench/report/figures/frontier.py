@@ -8,7 +8,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
 
-from attnbench.report.data import design_order, designs
+from attnbench.report.frame import design_order, designs
 from attnbench.verdicts.readings import metric
 from attnbench.basics import fmt_bytes, fmt_len
 from attnbench.report.style import error_bars, figure, figure_legend, new_figure, style

@@ -1,7 +1,7 @@
 """The width ladder's figures (exp=scale): accuracy against active parameters per task, and the
 gap to softmax with its fitted slope (verdicts/scale_fit.py computes; this module draws).
 
-Imported by report/figures/catalog.py after the other figures, so these come last in a report.
+Imported by report/figures/cost_figures.py after the other figures, so these come last in a report.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The memory figure's panels (report/figures/catalog.py registers the figure): bytes per token as one bar
+"""The memory figure's panels (report/figures/cost_figures.py registers the figure): bytes per token as one bar
 per design or preset and dtype, totals grouped by context length, both coloured by
 ``MemoryColors`` (presets in Tol's muted colours, designs in their report colours) and styled by
 status; and ``state_bytes_at``, a design's cache or state bytes at a length from its records

@@ -9,7 +9,7 @@ import pandas as pd
 
 from attnbench.designs import BASELINE_OP
 
-from attnbench.report.data import DESIGN_ORDER, RunData, designs
+from attnbench.report.frame import DESIGN_ORDER, RunData, designs
 from attnbench.verdicts.readings import metric
 from attnbench.basics import fmt_bytes, fmt_len
 from attnbench.report.readme.registry import Tables

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from attnbench.report.data import RunData
+from attnbench.report.frame import RunData
 from attnbench.verdicts.readings import metric
 from attnbench.basics import fmt_len
 from attnbench.report.readme.registry import Tables

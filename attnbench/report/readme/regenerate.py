@@ -33,7 +33,7 @@ from pathlib import Path
 import pandas as pd
 
 from attnbench.report.readme import task_models, costs, cuda_runs, loaded, width_ladder, serving_rows, speed
-from attnbench.report.data import RunData, load
+from attnbench.report.frame import RunData, load
 from attnbench.basics import fmt_len
 from attnbench.report.readme.registry import Tables
 

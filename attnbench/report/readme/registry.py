@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Callable
 import pandas as pd
 
 if TYPE_CHECKING:
-    from attnbench.report.data import RunData
+    from attnbench.report.frame import RunData
 
 TableFn = Callable[["RunData"], pd.DataFrame]
 

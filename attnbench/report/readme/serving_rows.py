@@ -6,7 +6,7 @@ import pandas as pd
 
 from attnbench.names import SERVING_FORMATS as FORMATS
 
-from attnbench.report.data import RunData
+from attnbench.report.frame import RunData
 from attnbench.verdicts.readings import metric
 from attnbench.basics import fmt_bytes
 from attnbench.report.readme.registry import Tables

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from attnbench.report.data import RunData
+from attnbench.report.frame import RunData
 from attnbench.verdicts.readings import metric
 from attnbench.basics import fmt_len
 from attnbench.report.readme.registry import Tables

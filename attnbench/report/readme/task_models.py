@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from attnbench.report.data import RunData, designs
+from attnbench.report.frame import RunData, designs
 from attnbench.verdicts.readings import metric, pooled
 from attnbench.basics import fmt_bytes, fmt_len
 from attnbench.verdicts.quality import (

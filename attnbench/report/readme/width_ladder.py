@@ -10,7 +10,7 @@ import pandas as pd
 from attnbench.verdicts.claims import c3_scale as CS
 from attnbench.verdicts import scale_fit as F
 
-from attnbench.report.data import RunData
+from attnbench.report.frame import RunData
 from attnbench.verdicts.readings import metric
 from attnbench.report.readme.registry import Tables
 

@@ -21,7 +21,7 @@ from attnbench.designs import layout_letters, of
 from attnbench.verdicts.readings import LEN_1M, LEN_4M, LEN_128K, NOT_MEASURED, is_preset, metric, pooled
 
 from attnbench.basics import fmt_bytes, fmt_len
-from attnbench.report.data import designs, fmt_num, haystack_counts, mark_partial
+from attnbench.report.frame import designs, fmt_num, haystack_counts, mark_partial
 from attnbench.verdicts.quality import (
     EFFECTIVE_LOWER_BOUND,
     KEPT_SHARE,

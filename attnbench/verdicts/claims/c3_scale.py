@@ -1,7 +1,7 @@
 """C3 at scale: does the hybrids' multi-hop gap to softmax grow with the model? (exp=scale)
 
 A sub-verdict of C3, added to its parts and evidence by ``with_scale`` (the one hook in
-verdicts/claims/catalog.py); it never changes C3's own verdict, which is judged at one width. Read from
+verdicts/claims/judge.py); it never changes C3's own verdict, which is judged at one width. Read from
 the width ladder's records only (verdicts/scale_fit.py fits the trend).
 
 The rule (``SCALE_RULE``, appended to C3's rule): the gap is softmax's accuracy minus the

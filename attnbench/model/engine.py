@@ -30,11 +30,11 @@ import torch
 
 from attnbench.names import SERVING_FORMATS
 
-from .backbone import Model, ModelCache
-from .common import Buffer, KVCache
-from .lightning import LinearState
-from .msa import MSACache
-from .sliding_window import RingCache
+from attnbench.model.backbone import Model, ModelCache
+from attnbench.model.common import Buffer, KVCache
+from attnbench.model.lightning import LinearState
+from attnbench.model.msa import MSACache
+from attnbench.model.sliding_window import RingCache
 
 FORMATS = SERVING_FORMATS  # attnbench/names.py: the report reads the names without importing torch
 BYTES = {"float32": 4, "bfloat16": 2, "float8_e4m3fn": 1, "float8_e5m2": 1, "int8": 1}  # per stored element
