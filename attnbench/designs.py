@@ -104,7 +104,7 @@ DESIGNS: dict[str, Design] = {
             marker="P",
             triton_on_auto=True,
         ),
-        # DeepSeek sparse attention over MLA: production presets only (attnbench.bench.production)
+        # DeepSeek sparse attention over MLA: production presets only (attnbench.bench.presets)
         Design(letter="D", name="dsa", layer=None, op=None, cost="dsa", glue_ops=100, spec="attnbench.specs.dsa:SPEC"),
     )
 }

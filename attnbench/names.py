@@ -4,7 +4,7 @@ Config validation (attnbench.config), the launcher checks (attnbench.training.di
 report read these names without importing what they name: this module imports nothing, so
 none of them loads torch, a model, a trainer or an experiment's runner to learn a name. The
 code the names belong to imports them from here (attnbench.experiments, kernels/backend.py,
-model/engine.py), and a test holds the preset names equal to bench/production.py's table.
+model/engine.py), and a test holds the preset names equal to bench/presets.py's table.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ EXPERIMENTS = {
     "kv_memory": "attnbench.experiments.kv_memory",
     "crossover": "attnbench.experiments.crossover",
     "msa_speedup": "attnbench.experiments.msa_speedup",
-    "presets": "attnbench.experiments.presets",
+    "presets": "attnbench.experiments.param_counts",
     "serving": "attnbench.experiments.serving",
 }
 TRAINER = "attnbench.experiments.train"  # the runner that trains one model (train.parallel needs it)
@@ -49,7 +49,7 @@ NEEDS_CUDA = ("train_gpu",)
 # Backend enum is built from this tuple).
 BACKENDS = ("auto", "reference", "triton")
 
-# The production presets of bench/production.py (its PRESETS table, in order; bench.presets names
+# The production presets of bench/presets.py (its PRESETS table, in order; bench.presets names
 # are checked against it: tests/test_layers.py).
 PRESETS = ("minimax_text01", "minimax_m1", "minimax_m2", "minimax_m27", "minimax_m3", "deepseek_v32", "gemma3_27b")
 

@@ -14,7 +14,7 @@ import torch
 
 from attnbench.bench import costmodel, memory, op_costs
 from attnbench.bench.calibrate import dispatches, load_profile
-from attnbench.bench.production import M3, PRESETS, Arch
+from attnbench.bench.presets import M3, PRESETS, Arch
 from attnbench.bench.workloads import op_call
 from attnbench.designs import op_of
 

@@ -51,15 +51,19 @@ def test_the_letter_mapping_is_written_only_in_the_registry():
 
 
 # Where a design's behaviour may be written: the registry and the specs (attnbench/specs).
-BEHAVIOUR_HOMES = ("attnbench/designs.py", "attnbench/specs/")
+BEHAVIOUR_HOMES = ("attnbench/designs.py", "attnbench/specs/", "attnbench/verdicts/claims/")  # claims name designs by right
 
 
 def branch_patterns() -> list[re.Pattern]:
     """Code that decides by a design's letter or op: a comparison of a letter or an op with a
     literal, a membership test of a letter in a literal string of letters (or of a letter
-    literal in a layout), or of an op in a literal tuple of op names."""
+    literal in a layout), or of an op in a literal tuple of op names; and outside the claims, a
+    comparison with a design's name or a look-up of one (`d == "softmax"`, `cfg.attention["msa"]`)."""
     letters = "".join(designs.DESIGNS)
     names = "|".join(sorted({d.name for d in designs.DESIGNS.values()} | set(designs.kernel_ops()), key=len, reverse=True))
+    # every design a config names (conf/attention/), the registry's and the ops' names
+    named = {p.stem for p in (ROOT / "conf" / "attention").glob("*.yaml")}
+    designs_ = "|".join(sorted(named | {d.name for d in designs.DESIGNS.values()} | set(designs.kernel_ops()), key=len, reverse=True))
     return [
         re.compile(r"""\b\w*(letter|op)\s*[!=]=\s*["']"""),  # letter == "L", op != "msa", last_letter == ...
         re.compile(rf"""\b(c|ch|l|last)\s*[!=]=\s*["'][{letters}]["']"""),  # c == "W"
@@ -67,6 +71,9 @@ def branch_patterns() -> list[re.Pattern]:
         re.compile(rf"""["'][{letters}]["']\s+(not\s+)?in\s+[\w.]*layout"""),  # "L" in model.layout
         re.compile(rf"""(?<!for )\bop\s+(not\s+)?in\s+\(\s*["']({names})["']"""),  # op in ("softmax", ...), not a loop
         re.compile(rf"""\bop\.startswith\(\s*["']({names})"""),  # op.startswith("msa")
+        re.compile(rf"""[!=]=\s*["']({designs_})["']|["']({designs_})["']\s*[!=]="""),  # d == "softmax"
+        re.compile(rf"""(?<!for )\b\w+\s+(not\s+)?in\s*[(\[{{]\s*["']({designs_})["']"""),  # d in ("softmax", ...), not a loop
+        re.compile(rf"""\[\s*["']({designs_})["']\s*\]"""),  # cfg.attention["sliding_window"]
     ]
 
 
@@ -91,6 +98,12 @@ def test_designs_are_decided_only_in_the_registry_and_the_specs():
     assert behaviour_branches() == []
 
 
+def test_the_kernel_experiments_time_every_registered_op_by_default():
+    from attnbench.config.schema import KernelsConfig
+
+    assert sorted(op.value for op in KernelsConfig().ops) == sorted(designs.kernel_ops())
+
+
 @pytest.mark.parametrize(
     "line",
     [
@@ -101,6 +114,9 @@ def test_designs_are_decided_only_in_the_registry_and_the_specs():
         'if "L" not in self.layout[:-1]:',
         'if op in ("softmax", "sliding_window"):',
         'return "msa" if op.startswith("msa") else op',
+        '        if d == "softmax":',
+        'if name in ("lightning_hybrid", "swa_hybrid"):',
+        'w = cfg.attention["sliding_window"].window',
     ],
 )
 def test_a_branch_outside_the_registry_is_found(tmp_path, line):
@@ -283,7 +299,7 @@ def test_a_new_design_is_one_entry_one_layer_and_one_spec(toy, tmp_path):
     own prefill and decode (+exp=smoke), its cache objects hold the bytes its formula says
     (+exp=kv_memory), and the cost model costs it, with no module of attnbench changed."""
     from attnbench.bench import gate, memory
-    from attnbench.bench.production import Arch
+    from attnbench.bench.presets import Arch
 
     assert designs.spec_of("T") is TOY_SPEC and designs.spec_of_op("toy") is TOY_SPEC
     passed, worst = gate.check("T", device=torch.device("cpu"))

@@ -138,7 +138,7 @@ def test_names_the_registry_and_the_basics_are_leaves():
 
 def test_leaf_names_match_what_they_name():
     from attnbench import names
-    from attnbench.bench.production import PRESETS
+    from attnbench.bench.presets import PRESETS
     from attnbench.kernels.backend import BACKENDS
     from attnbench.model.engine import FORMATS
 
@@ -178,7 +178,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("kernels", ("attnbench.kernels",)),
     ("model", ("attnbench.model",)),
     # the cost formulas each spec names (specs -> op_costs; the cost model reads the specs)
-    ("op costs", ("attnbench.bench.cost_terms", "attnbench.bench.op_costs", "attnbench.bench.production", "attnbench.bench.memory")),
+    ("op costs", ("attnbench.bench.cost_terms", "attnbench.bench.op_costs", "attnbench.bench.presets", "attnbench.bench.memory")),
     ("specs", ("attnbench.specs",)),
     ("bench", ("attnbench.bench",)),
     ("run context", ("attnbench.runner", "attnbench.evaluation")),

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from attnbench.bench import memory
-from attnbench.bench.production import PRESETS, from_model
+from attnbench.bench.presets import PRESETS, from_model
 from attnbench.model import Model
 
 from helpers import compose_cfg

@@ -475,3 +475,16 @@ def test_the_summary_names_the_model_size_range(tmp_path):
     (kernels / "results.jsonl").write_text(json.dumps(head) + "\n")
     sizes = dict(facts(load([tmp_path / "run", kernels])))["model sizes"]
     assert sizes.startswith("100,000-100,000 active parameters, width 64:"), sizes
+
+
+def test_building_a_report_registers_every_figure():
+    """report.build alone (as the CLI imports it) sees every built-in figure, in report order."""
+    import subprocess
+    import sys
+
+    code = "import attnbench.report.build\nfrom attnbench.report.style import FIGURES\nprint(' '.join(f.id for f in FIGURES))\n"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    ids = out.stdout.split()
+    assert ids[:3] == ["niah_heatmap", "niah_vs_length", "multihop"] and "serving_frontier" in ids and ids[-1] == "params", ids
+    assert ids.index("scale_gap") < ids.index("serving_frontier") < ids.index("latency")

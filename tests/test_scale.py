@@ -22,6 +22,7 @@ from attnbench.verdicts.claims import judge as C
 from attnbench.verdicts.claims import c3_scale as CS
 from attnbench.verdicts import scale_fit as F
 from attnbench.report.frame import load
+from attnbench.report.figures import cost_figures  # noqa: F401  registers every figure, in report order
 from attnbench.report.style import FIGURES, render
 from attnbench.runner import config_dict
 from attnbench.training.start import checkpoint_key

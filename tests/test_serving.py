@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from attnbench.bench import costmodel, costmodel_serving, memory
-from attnbench.bench.production import M2, NOT_STATED, PRESETS, TEXT01, from_model
+from attnbench.bench.presets import M2, NOT_STATED, PRESETS, TEXT01, from_model
 from attnbench.model import Model
 from attnbench.model.engine import Storage, cache_tensors, rollback, round_trip, saved_state
 from attnbench.report.tables.extra import presets_table

@@ -39,7 +39,7 @@ from attnbench.designs import DESIGNS, of, spec_of
 
 from .memory import dtype_bytes
 from .cost_terms import Cost
-from attnbench.bench.production import Arch
+from attnbench.bench.presets import Arch
 
 IMPLS = ("fused", "reference")
 PHASES = ("prefill", "decode")

@@ -1,4 +1,4 @@
-"""Serving costs (issue 28, claim C7): prefix caching and speculative decoding, on the cost model.
+"""Serving costs (claim C7): prefix caching and speculative decoding, on the cost model.
 
 A growing cache (S, M, D) serves any prefix of itself, and rolls back by truncation. A
 lightning state (L) and a sliding-window ring (W) are overwritten as tokens arrive: a prefix
@@ -17,7 +17,7 @@ from attnbench.designs import of, spec_of
 from .cost_terms import Cost
 from .costmodel import layer_cost, op_cost
 from .memory import STATE_DTYPE, layer_bytes
-from attnbench.bench.production import Arch
+from attnbench.bench.presets import Arch
 
 ROLLBACK_STRATEGIES = ("states", "recompute")
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from attnbench.designs import spec_of
 
-from attnbench.bench.production import Arch
+from attnbench.bench.presets import Arch
 
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2, "float8": 1}
 N_MAX = 1 << 40  # lengths searched for a memory crossover

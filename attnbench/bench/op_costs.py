@@ -10,7 +10,7 @@ import math
 import numpy as np
 
 from .cost_terms import F32, Cost, attention, causal_pairs, kv_reads, sum_window
-from attnbench.bench.production import Arch
+from attnbench.bench.presets import Arch
 
 FUSED_TILE = 128  # query/key tile of a fused attention kernel (diagonal tiles computed whole)
 FUSED_CHUNK = 64  # lightning chunk of a fused kernel (Lightning Attention-2)

@@ -2,10 +2,10 @@
 scaled model, from the cost model (no timing). For the tasks/eval planner:
 
     hw = planner.machine()                         # this CPU, calibrated once per process
-    s = planner.step_seconds(cfg.model, cfg.attention["msa"], hw, batch=64, seq_len=256, train=True)
-    s = planner.prefill_seconds(cfg.model, cfg.attention["msa"], hw, batch=1, n=65536)
-    s = planner.decode_seconds(cfg.model, cfg.attention["msa"], hw, batch=1, n=65536)
-    b = planner.cache_bytes(cfg.model, cfg.attention["msa"], n=65536, dtype="float32")
+    s = planner.step_seconds(cfg.model, cfg.attention[name], hw, batch=64, seq_len=256, train=True)
+    s = planner.prefill_seconds(cfg.model, cfg.attention[name], hw, batch=1, n=65536)
+    s = planner.decode_seconds(cfg.model, cfg.attention[name], hw, batch=1, n=65536)
+    b = planner.cache_bytes(cfg.model, cfg.attention[name], n=65536, dtype="float32")
 
 Training is costed as 3x the forward (backward ~ 2x forward, the usual 6N-vs-2N FLOPs rule);
 embedding and output head are added as one matmul each. These are estimates for deciding what
@@ -20,7 +20,7 @@ from functools import lru_cache
 from attnbench.designs import of, spec_of
 
 from . import costmodel, memory
-from attnbench.bench.production import from_model
+from attnbench.bench.presets import from_model
 
 
 @lru_cache(maxsize=1)

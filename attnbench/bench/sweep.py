@@ -27,7 +27,7 @@ from attnbench.model.backbone import Block
 from . import costmodel
 from .cost_terms import peak_flops
 from .gate import check
-from attnbench.bench.production import from_model
+from attnbench.bench.presets import from_model
 from .timing import efficiency, time_fn
 from .workloads import layer_call, make_block, op_call
 

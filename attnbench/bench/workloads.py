@@ -20,7 +20,7 @@ from attnbench.model.backbone import Block
 from attnbench.model.common import Buffer
 from attnbench.specs import OpShape
 
-from attnbench.bench.production import Arch
+from attnbench.bench.presets import Arch
 
 
 def _randn(*shape, dtype, device, g, scale=1.0):

@@ -116,7 +116,7 @@ def default_stages() -> list:
 class TrainConfig:
     """Training of the task models: AdamW, warm-up + cosine, clipping, a curriculum.
 
-    The fair rule (issue: every design an experiment compares trains under it): the same
+    The fair rule (every design an experiment compares trains under it): the same
     curriculum, optimiser and seed, the same token budget and the same patience per stage.
     ``patience`` is longer than the step at which any design was seen to leave a stage (the
     3:1 lightning hybrid left stage 1 near step 2,900; docs/DESIGN.md), so no design is stopped
@@ -234,6 +234,8 @@ class KernelShapes:
 class KernelsConfig:
     """exp kernels_cpu (references vs SDPA on CPU) and kernels_gpu (Triton kernels on CUDA)."""
 
+    # every registered op (tests/test_designs.py holds it so), in the order the config hashes were
+    # first taken with: deriving the order from the registry would change every run's config hash
     ops: List[KernelOp] = field(default_factory=lambda: [KernelOp(op) for op in ("softmax", "sliding_window", "lightning", "msa")])
     dtypes: List[TorchDtype] = field(default_factory=lambda: [TorchDtype.float32])  # of the timings and checks
     shapes: KernelShapes = field(default_factory=KernelShapes)
@@ -282,7 +284,7 @@ class BenchConfig:
     validate_from: int = 4096  # cost-model error is recorded (and held to max_rel_error) for T >= this
     max_rel_error: float = 2.0  # predicted/measured must lie in [1/x, x]
     profiles: List[str] = field(default_factory=lambda: ["h200", "h100", "a100"])  # projections
-    presets: List[str] = field(default_factory=list)  # production presets (attnbench.bench.production); empty = all
+    presets: List[str] = field(default_factory=list)  # production presets (attnbench.bench.presets); empty = all
     memory_dtypes: List[Dtype] = field(default_factory=lambda: [Dtype.bfloat16, Dtype.float8, Dtype.float32])
     memory_lens: List[int] = field(default_factory=lambda: [131072, 1048576, 4194304])
     check_ops: bool = True  # correctness gate: time only ops that match the dense formula first

@@ -19,13 +19,25 @@ import pandas as pd
 
 from attnbench.bench import costmodel, crossing, memory, sweep
 from attnbench.bench.calibrate import hardware_for_run, load_profile
-from attnbench.bench.production import TEXT01, M3, from_model
+from attnbench.bench.presets import TEXT01, M3, from_model
 from attnbench.bench.workloads import filled_cache, make_block
 from attnbench.config import parse_duration
-from attnbench.designs import layout_letters, of, op_of, spec_of
+from attnbench.designs import BASELINE_OP, layout_letters, of, op_of, spec_of
 from attnbench.model import resolve_layout
 
 ANALYTIC_RESERVE_S = 60.0  # budget kept for the analytic part and the summary
+# the design every crossover is measured against: the registry's baseline op, one letter
+BASE_LETTER = next(L for L in layout_letters() if op_of(L) == BASELINE_OP)
+BASE = of(BASE_LETTER).name
+TEXT01_WINDOW = 1024  # Text-01's shape's window when no configured design reads one
+
+
+def configured_window(attention) -> int:
+    """The window of Text-01's shape: that of the configured design whose layers read a window."""
+    for L in layout_letters():
+        if "window" in spec_of(L).settings and of(L).name in attention:
+            return attention[of(L).name].window
+    return TEXT01_WINDOW
 
 
 def production_shape(letter: str, window: int):
@@ -79,9 +91,9 @@ def check_windows(ctx, designs) -> None:
 
 def measured_crossovers(ctx, df: pd.DataFrame, layouts: dict[str, str]) -> list[dict]:
     rows = []
-    base = sweep.design_times(df, layouts.get("softmax", "S"))
+    base = sweep.design_times(df, layouts.get(BASE, BASE_LETTER))
     for d, lay in layouts.items():
-        if d == "softmax":
+        if d == BASE:
             continue
         mine = sweep.design_times(df, lay)
         for (scope, phase), g in mine.groupby(["scope", "phase"]):
@@ -122,12 +134,12 @@ def memory_crossovers(ctx, layouts: dict[str, str]) -> list[dict]:
                 dtype=b.dtype,
                 note="cache objects of one sequence, every layer",
             )
-        if d == "softmax":
+        if d == BASE:
             continue
-        res = crossing.measured(list(b.decode_lens), total[d], total["softmax"])
+        res = crossing.measured(list(b.decode_lens), total[d], total[BASE])
         rows.append(_record(ctx, d, lay, "memory", res, scope="model", hardware="any"))
         arch = from_model(cfg.model, cfg.attention[d])
-        base = from_model(cfg.model, cfg.attention["softmax"])
+        base = from_model(cfg.model, cfg.attention[BASE])
         for dt in sorted({b.dtype, "bfloat16"}):
             n = memory.memory_crossover(arch, base, dt, n_max=memory.N_MAX)
             res = {
@@ -149,7 +161,7 @@ def analytic_crossovers(ctx, hw_cpu, layouts: dict[str, str]) -> list[dict]:
 
     profiles = [(cfg.hardware.name, hw_cpu, None, b.dtype)] + [(p, load_profile(p), "fused", "bfloat16") for p in b.profiles]
     moe = (cfg.model.n_experts, cfg.model.top_k_experts, cfg.model.d_expert)
-    window = cfg.attention["sliding_window"].window if "sliding_window" in cfg.attention else 1024
+    window = configured_window(cfg.attention)
     shapes = {
         "scaled": ({L: from_model(cfg.model, cfg.attention[of(L).name]) for L in layout_letters() if of(L).name in cfg.attention}, moe),
         "text01": ({L: production_shape(L, window) for L in layout_letters()}, None),
@@ -175,11 +187,11 @@ def analytic_crossovers(ctx, hw_cpu, layouts: dict[str, str]) -> list[dict]:
                     return f
 
                 for d, lay in layouts.items():
-                    if d == "softmax" or not set(lay) <= set(archs):
+                    if d == BASE or not set(lay) <= set(archs):
                         continue
                     for phase in ("prefill", "decode"):
                         res = crossing.analytic(
-                            per_layer(lay, phase, impl), per_layer("S", phase, impl), n_min=16, n_max=1 << 26, per_octave=4
+                            per_layer(lay, phase, impl), per_layer(BASE_LETTER, phase, impl), n_min=16, n_max=1 << 26, per_octave=4
                         )
                         rows.append(
                             _record(
@@ -208,7 +220,7 @@ def _record(ctx, design, layout, phase, res, *, scope, hardware, status="measure
         "tokens",
         status,
         key=("vs", "method", "hardware", "scope", "shape", "dtype", "impl", "lengths"),
-        vs="softmax",
+        vs=BASE,
         method=res["method"],
         bracket=res["bracket"],
         relation=res["relation"],

@@ -26,7 +26,7 @@ import torch
 
 from attnbench.bench import costmodel
 from attnbench.bench import ops as O
-from attnbench.bench.production import Arch
+from attnbench.bench.presets import Arch
 from attnbench.bench.timing import Timing, efficiency, round_ratios, time_alternating, time_fn
 from attnbench.designs import BASELINE_OP, kernel_ops, spec_of_op
 from attnbench.kernels import tolerance

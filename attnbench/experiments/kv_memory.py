@@ -1,6 +1,6 @@
 """exp=kv_memory: how much cache does each design and production model keep per token?
 
-1. Production presets (attnbench.bench.production, sources in the file): cache bytes per token
+1. Production presets (attnbench.bench.presets, sources in the file): cache bytes per token
    (the slope), fixed bytes (lightning states in fp32, full sliding-window rings) and totals at
    bench.memory_lens, per dtype in bench.memory_dtypes. Status `projected` (a formula, not a
    measurement of those models), method analytic.
@@ -15,14 +15,14 @@ import pandas as pd
 import torch
 
 from attnbench.bench import memory
-from attnbench.bench.production import PRESETS, from_model
+from attnbench.bench.presets import PRESETS, from_model
 from attnbench.model import Model
 
 CHECK_DTYPES = ("float32", "bfloat16")
 PUBLISHED = {  # (preset, dtype) -> bytes per token the sources state (tests/test_memory.py holds these too)
     ("minimax_text01", "bfloat16"): 40_960,  # seed 000: "about 40 KiB per token in BF16"; docs/DESIGN.md C1
     ("minimax_m1", "bfloat16"): 40_960,
-    ("minimax_m2", "bfloat16"): 253_952,  # 62 x 8 x 128 x 2 x 2 B (issue #3)
+    ("minimax_m2", "bfloat16"): 253_952,  # 62 x 8 x 128 x 2 x 2 B
 }
 
 

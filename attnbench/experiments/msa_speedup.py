@@ -24,7 +24,7 @@ import pandas as pd
 
 from attnbench.bench import costmodel, sweep
 from attnbench.bench.calibrate import hardware_for_run, load_profile
-from attnbench.bench.production import M2, M3
+from attnbench.bench.presets import M2, M3
 from attnbench.config import parse_duration
 
 M3_DENSE = replace(M3, name="minimax_m3_dense", layout="S" * M3.n_layers)  # the paper's GQA baseline, M3's shape

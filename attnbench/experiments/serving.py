@@ -1,4 +1,4 @@
-"""exp=serving: what a design costs an inference engine (issue 28, claim C7).
+"""exp=serving: what a design costs an inference engine (claim C7).
 
 1. Low-precision storage (quality): each model answers needles from a cache stored in every
    format of model/serving.FORMATS (fp32, bf16, fp8 e4m3 / e5m2 by a round trip through
@@ -30,7 +30,7 @@ import torch
 
 from attnbench.bench import costmodel, costmodel_serving, memory
 from attnbench.bench.calibrate import load_profile
-from attnbench.bench.production import PRESETS, from_model
+from attnbench.bench.presets import PRESETS, from_model
 from attnbench.designs import spec_of
 from attnbench.evaluation.streaming import score
 from attnbench.experiments.longctx.flow import _rng

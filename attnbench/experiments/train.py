@@ -8,7 +8,7 @@ ahead of time (e.g. one design per process: ``design=softmax threads=1``) and to
 checkpoints; its records are the training outcome per design.
 
 A checkpoint's record.json says how it was trained. Records written under the fair training
-rule (issue #10) carry ``rule``, ``train_len`` (the longest context of a curriculum stage the
+rule carry ``rule``, ``train_len`` (the longest context of a curriculum stage the
 model passed; 0 if none) and ``stop_reason``; older records do not, and their ``train_len``
 is the config's last stage whether or not it was passed. ``training_facts`` reads both.
 """

@@ -16,7 +16,8 @@ def __getattr__(name: str):
 
         return getattr(build, name)
     if name == "figure":
-        from attnbench.report.figures.cost_figures import figure
+        from attnbench.report.figures import cost_figures  # noqa: F401  the built-in figures registered first
+        from attnbench.report.style import figure
 
         return figure
     raise AttributeError(name)

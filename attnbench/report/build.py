@@ -33,6 +33,7 @@ from attnbench.verdicts.claims.c7_serving import SERVING_METRICS
 from .caveats import caveats
 from attnbench.report.frame import FIGURE_DIR, RunData, load
 from attnbench.verdicts.readings import is_preset
+from attnbench.report.figures import cost_figures  # noqa: F401  registers every figure, in report order
 from attnbench.report.style import FIGURES, render
 from .pdf import PdfError, html_to_pdf
 from attnbench.report.tables.decision import DECISION_METRICS, decision_table

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Callable
 if TYPE_CHECKING:
     import torch
 
-    from attnbench.bench.production import Arch
+    from attnbench.bench.presets import Arch
 
 Rnd = Callable[..., "torch.Tensor"]  # rnd(*shape, scale=1.0): random tensor of the caller's dtype and device
 

@@ -1,4 +1,4 @@
-"""How fast a training ran, in the terms inference is measured in (issue 24).
+"""How fast a training ran, in the terms inference is measured in.
 
 Per curriculum stage: tokens per second of the steps themselves, the cost model's FLOPs of a
 training token (forward + backward = 3x the forward, attention included: bench.planner's

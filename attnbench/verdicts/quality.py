@@ -356,7 +356,7 @@ def experiment_task(df: pd.DataFrame, metric_name: str) -> str | None:
 
 def effective_length(df: pd.DataFrame, design: str, metric_name: str = "niah/acc") -> tuple[float, str]:
     """The longest evaluated length up to which every evaluated length's accuracy has a 95%
-    lower bound above EFFECTIVE_LOWER_BOUND (issue #10's definition). (length or 0, text)."""
+    lower bound above EFFECTIVE_LOWER_BOUND (the definition of an effective length: at least 90% kept). (length or 0, text)."""
     from attnbench.verdicts.readings import pooled
     from attnbench.basics import fmt_len
 

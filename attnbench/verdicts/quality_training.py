@@ -79,7 +79,7 @@ def training(df: pd.DataFrame, headers: list[dict]) -> pd.DataFrame:
 
 def chain_tokens(df: pd.DataFrame, exp, design: str, stages: list, total) -> float:
     """Training tokens a model spent from its first chain stage (``hops`` > 0) to its end: the
-    budget that issue 25 asks to count apart (the same for every design, from the first chain
+    budget counted apart (the same for every design, from the first chain
     stage). From the loss curve's records (``stage`` is 1-based there): the tokens at the first
     logged step of that stage (logged every ``train.log_every`` steps, so it undercounts by at
     most that many steps). NaN without chain stages or curve records."""

@@ -25,7 +25,7 @@ from attnbench.verdicts.readings import LEN_1M, NOT_MEASURED, is_preset, metric,
 from attnbench.basics import fmt_bytes, fmt_len
 from attnbench.report.frame import designs, varying
 from attnbench.report.figures.accuracy import draw_levels, learned_of  # importing it registers the accuracy figures first (report order)
-from attnbench.report.figures import frontier, ladder  # noqa: F401  registering the ladder's and serving figures (report order)
+from attnbench.report.figures import ladder, frontier  # noqa: F401  registering the ladder's and serving figures (report order)
 from attnbench.report.figures.memory_bars import MemoryColors, memory_per_token, memory_total, state_bytes_at
 
 from attnbench.report.style import (

@@ -1,4 +1,4 @@
-"""README tables of experiments/needle_4m_loaded (issue 29): the main command on a busy machine,
+"""README tables of experiments/needle_4m_loaded: the main command on a busy machine,
 one row per run directory (the runs are kept apart: each saw its own load)."""
 
 from __future__ import annotations

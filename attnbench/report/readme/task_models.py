@@ -184,7 +184,7 @@ def needle_by_seed(data: RunData) -> pd.DataFrame:
 @table("needle_4m/effective")
 def needle_effective(data: RunData) -> pd.DataFrame:
     """Per design: its true training length, its effective context length two ways (quality.effective_length,
-    absolute; quality.relative_effective_length, a share of its own accuracy at home) and its accuracy at 16x the training length (issue #10's bar: 0.9 there)."""
+    absolute; quality.relative_effective_length, a share of its own accuracy at home) and its accuracy at 16x the training length (the bar: 0.9 there)."""
     df, train = data.records, data.train
     d = pooled(metric(df, "niah/acc"))
     rows = []
@@ -370,7 +370,7 @@ def plateau_runs(data: RunData) -> pd.DataFrame:
             continue
         r, curve = done.iloc[-1], run[run["metric"] == "train/loss"].sort_values("step")
         c = h["config"]
-        design = c["attention"]["lightning_hybrid"]
+        design = c["attention"][r["design"]]  # the probed design (exp.designs)
         last = curve.iloc[-1] if len(curve) else None
         rows.append(
             {

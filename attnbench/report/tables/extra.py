@@ -78,12 +78,12 @@ def _rate_cells(rate) -> list[Cell]:
 
 
 def license_cell(preset: str) -> Cell:
-    """A preset's license (bench/production.py), its quoted source as the hover text; "not stated" for unknown names."""
-    from attnbench.bench.production import NOT_STATED, PRESETS
+    """A preset's license (bench/presets.py), its quoted source as the hover text; "not stated" for unknown names."""
+    from attnbench.bench.presets import NOT_STATED, PRESETS
 
     arch = PRESETS.get(preset)
     if arch is None:
-        return Cell(NOT_STATED, "none", "not a preset of bench/production.py")
+        return Cell(NOT_STATED, "none", "not a preset of bench/presets.py")
     return Cell(arch.license, "" if arch.license != NOT_STATED else "none", arch.sources.get("license", "the write-up does not state it"))
 
 
@@ -97,7 +97,7 @@ def presets_table(df: pd.DataFrame) -> Table | None:
         "presets",
         cols,
         note="Production models' published configs, through the same cache formulas. License: as the write-up states it "
-        "(hover for the quote; bench/production.py); read the license file of the exact release you serve.",
+        "(hover for the quote; bench/presets.py); read the license file of the exact release you serve.",
     )
     for (preset, dtype), g in d.groupby([d["preset"].astype(str), d["dtype"].fillna("")], sort=True):
         row = [Cell(preset), Cell(dtype or "—"), summarize(metric(g, "memory/cache_bytes_per_token"), fmt_bytes)]
