@@ -83,7 +83,7 @@ def steps(cmd: str) -> list[list[str]]:
 
 def test_ci_lints_and_type_checks_before_the_tests():
     """What CI runs (not how the README words it): the test extra installed, then ruff's lint and
-    format check over attnbench, kernels and tests, and mypy over attnbench and kernels, all
+    format check over attnbench, kernels, tests and the experiments' scripts, and mypy over attnbench and kernels, all
     before pytest (a lint or type error stops CI before the long tests)."""
     cmd = ci_test_command()
     argvs = steps(cmd)
@@ -94,7 +94,7 @@ def test_ci_lints_and_type_checks_before_the_tests():
         assert found, f"CI's command runs no {what}: {cmd}"
         return found[0]
 
-    code = {"attnbench", "kernels", "tests"}
+    code = {"attnbench", "kernels", "tests", "experiments"}
     install = first("pip install of the test extra", lambda a: a[:3] == ["pip", "install", "-e"] and a[3:] == [".[test]"])
     lint = first("ruff check", lambda a: a[:2] == ["ruff", "check"] and code <= set(a[2:]))
     fmt = first("ruff format --check", lambda a: a[:3] == ["ruff", "format", "--check"] and code <= set(a[3:]))

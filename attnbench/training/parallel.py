@@ -1,4 +1,4 @@
-"""How a training step runs over processes and micro-batches (train.py's ``par``): ``Local``,
+"""How a training step runs over processes and micro-batches (trainer.py's ``par``): ``Local``,
 one process and whole batches, or ``Parallel``, a global batch split over torchrun's processes
 (DDP or FSDP2's ``fully_shard``) and micro-batches, with checkpoints gathered into the
 one-process format and resumed on any number of processes. The processes themselves (launch,

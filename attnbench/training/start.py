@@ -1,4 +1,4 @@
-"""Where a training starts (train.py's resume step): its own partial checkpoint (or one shipped
+"""Where a training starts (trainer.py's resume step): its own partial checkpoint (or one shipped
 in attnbench/trained/ by an earlier sitting), a finished model of a shorter curriculum it
 extends, or scratch."""
 

@@ -6,9 +6,11 @@ nothing that runs: no model, trainer, experiment or benchmark is imported here, 
 levels come from the task generator's own arithmetic (numpy: attnbench.tasks' generate,
 policies, levels, vocab and stage modules). attnbench/report renders what it returns.
 
-    records.py       the record-table helpers every judge shares
+    readings.py      the record-table helpers every judge shares
     quality.py       accuracy intervals, chance and floor, training lengths, learned, effective lengths
     rules.py         verdict names, the learned gate, comparisons of 95% intervals
-    claims.py        the claims C1-C3, C6 and every judge (``judge_all``); verdicts/claims/c4_c5_cost.py (C4, C5),
-                     verdicts/claims/c7_serving.py (C7)
+    quality_training.py  how each model was trained, read from the records
+    scale_fit.py     the width ladder's trend (exp=scale)
+    claims/          one module per claim (c1_c2_text01, c3_multihop, c3_scale, c4_c5_cost, c6_capacity,
+                     c7_serving) and judge.py: every claim's entry (``CLAIMS``) and ``judge_all``
 """

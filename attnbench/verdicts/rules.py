@@ -1,4 +1,4 @@
-"""The evidence rules every claim's judge shares (claims.py): verdict names, pooled
+"""The evidence rules every claim's judge shares (claims/): verdict names, pooled
 accuracies at a length, the learned-the-task gate, and comparisons of 95% intervals.
 
 A comparison reads interval bounds, never point estimates: "below" needs the whole deficit

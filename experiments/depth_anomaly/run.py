@@ -56,6 +56,39 @@ def needle_at(rng, vocab, L: int, p: int, cfg) -> Sample:
     return Sample("niah_single", ctx, [Probe([int(vocab.key(k))], [int(vocab.value(v))], (p - 1) / (L - 3))])
 
 
+def run_config(cfg, trained) -> dict:
+    """What the results file's header says the run was."""
+    return {
+        "exp": {"name": "depth_anomaly", "description": "why softmax misses the depth-100% needle"},
+        "model": OmegaConf.to_container(cfg.model),
+        "task": OmegaConf.to_container(cfg.task),
+        "eval": {"depths": list(cfg.eval.depths)},
+        "train": OmegaConf.to_container(cfg.train),
+        "checkpoint": trained.record["key"],
+        "probes_per_cell": N,
+        "seed": 0,
+        "device": "cpu",
+    }
+
+
+def multikey_hits(model, vocab, cfg, device, n_hay: int):
+    """Hits per depth over n_hay multi-key haystacks of 1024 tokens (each probe scored on its own)."""
+    hits = np.zeros(len(cfg.eval.depths))
+    for i in range(n_hay):
+        (s,) = niah(
+            np.random.default_rng([3, 1024, i]),
+            vocab,
+            1024,
+            "multikey",
+            [float(d) for d in cfg.eval.depths],
+            kind=cfg.task.haystack,
+            value_noise=cfg.task.value_noise,
+        )
+        results, _ = run_sample(model, s, device, cfg.eval.chunk)
+        hits += [r.correct for r in results]
+    return hits, n_hay
+
+
 def main() -> None:
     start = time.perf_counter()
     torch.set_num_threads(1)
@@ -68,13 +101,19 @@ def main() -> None:
     model, vocab = trained.model, vocab_of(cfg)
     out = HERE / "results.jsonl"
     out.unlink(missing_ok=True)
-    config = {"exp": {"name": "depth_anomaly", "description": "why softmax misses the depth-100% needle"},
-              "model": OmegaConf.to_container(cfg.model), "task": OmegaConf.to_container(cfg.task),
-              "eval": {"depths": list(cfg.eval.depths)}, "train": OmegaConf.to_container(cfg.train),
-              "checkpoint": trained.record["key"], "probes_per_cell": N, "seed": 0, "device": "cpu"}
+    config = run_config(cfg, trained)
     rec = Recorder(out, "depth_anomaly", config, stable_hash(config))
-    common = dict(design="softmax", layout=trained.record["layout"], unit="fraction", status="measured", dtype="float32",
-                  device="cpu", backend="reference", train_len=256, checkpoint=f"attnbench/trained/softmax-{trained.record['key']}")
+    common = dict(
+        design="softmax",
+        layout=trained.record["layout"],
+        unit="fraction",
+        status="measured",
+        dtype="float32",
+        device="cpu",
+        backend="reference",
+        train_len=256,
+        checkpoint=f"attnbench/trained/softmax-{trained.record['key']}",
+    )
 
     def record(metric, k, n, **fields):
         lo, hi = wilson(k, n)
@@ -83,8 +122,18 @@ def main() -> None:
 
     for L in DEPTH_LENGTHS:
         for d in np.linspace(0, 1, 9):
-            samples = [niah(np.random.default_rng([1, L, int(round(d * 8)), i]), vocab, L, "single", [float(d)],
-                            kind=cfg.task.haystack, value_noise=cfg.task.value_noise)[0] for i in range(N)]
+            samples = [
+                niah(
+                    np.random.default_rng([1, L, int(round(d * 8)), i]),
+                    vocab,
+                    L,
+                    "single",
+                    [float(d)],
+                    kind=cfg.task.haystack,
+                    value_noise=cfg.task.value_noise,
+                )[0]
+                for i in range(N)
+            ]
             k, n = batch_accuracy(model, samples, device)
             pos = int(np.flatnonzero(samples[0].context == samples[0].probes[0].tokens[0])[0])
             record("depth_anomaly/acc_by_depth", k, n, task="niah_single", context_len=L, depth=float(d), needle_pos=pos)
@@ -94,14 +143,17 @@ def main() -> None:
                 continue
             samples = [needle_at(np.random.default_rng([2, L, p, i]), vocab, L, p, cfg) for i in range(N)]
             k, n = batch_accuracy(model, samples, device)
-            record("depth_anomaly/acc_by_position", k, n, task="niah_single", context_len=L, needle_pos=p,
-                   distance=L - p, depth=round((p - 1) / (L - 3), 3))
-    hits, n_hay = np.zeros(5), 40
-    for i in range(n_hay):
-        (s,) = niah(np.random.default_rng([3, 1024, i]), vocab, 1024, "multikey", [float(d) for d in cfg.eval.depths],
-                    kind=cfg.task.haystack, value_noise=cfg.task.value_noise)
-        results, _ = run_sample(model, s, device, cfg.eval.chunk)
-        hits += [r.correct for r in results]
+            record(
+                "depth_anomaly/acc_by_position",
+                k,
+                n,
+                task="niah_single",
+                context_len=L,
+                needle_pos=p,
+                distance=L - p,
+                depth=round((p - 1) / (L - 3), 3),
+            )
+    hits, n_hay = multikey_hits(model, vocab, cfg, device, n_hay=40)
     for d, k in zip(cfg.eval.depths, hits):
         record("depth_anomaly/multikey_by_depth", int(k), n_hay, task="niah_multikey", context_len=1024, depth=float(d))
     rec.close("completed", time.perf_counter() - start)

@@ -33,7 +33,7 @@ sys.path.insert(0, str(ROOT))
 
 from attnbench.bench import ops as O  # noqa: E402
 from attnbench.heap import keep_freed_memory  # noqa: E402
-from attnbench.records.write import Recorder
+from attnbench.records.write import Recorder  # noqa: E402
 from attnbench.basics import stable_hash  # noqa: E402
 
 
@@ -48,6 +48,10 @@ def one(fn) -> tuple[float, int]:
     fn()
     t = time.perf_counter() - t0
     return t, resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0
+
+
+# what every record of this probe shares
+FIXED_FIELDS = dict(layout="-", metric="timing_order/seconds", unit="s", status="measured", threads=1, device="cpu", dtype="float32")
 
 
 def main() -> None:
@@ -66,9 +70,18 @@ def main() -> None:
 
     def rec(phase: str, what: str, seconds: float, faults: int, **kw) -> None:
         load = os.getloadavg()[0]
-        recorder.record(design={"sdpa": "softmax", "matmul": "-", "matmul_burn": "-"}.get(what, what), layout="-", metric="timing_order/seconds", value=seconds,
-                        unit="s", status="measured", phase=phase, op=what, context_len=args.T, minor_faults=faults,
-                        loadavg=load, cpu_mhz=mhz(), threads=1, device="cpu", dtype="float32", **kw)
+        recorder.record(
+            design={"sdpa": "softmax", "matmul": "-", "matmul_burn": "-"}.get(what, what),
+            value=seconds,
+            **FIXED_FIELDS,
+            phase=phase,
+            op=what,
+            context_len=args.T,
+            minor_faults=faults,
+            loadavg=load,
+            cpu_mhz=mhz(),
+            **kw,
+        )
         extra = f" {kw['gflop_per_s']:.1f} GFLOP/s" if "gflop_per_s" in kw else ""
         print(f"{phase:<8} {what:<10} {seconds:8.3f} s  faults {faults:<7} load {load:.2f}{extra}", flush=True)
 

@@ -93,30 +93,10 @@ def standalone_seconds(name: str, shapes: list, reps: int = 20) -> float | None:
 OUT = [""]  # the results file main() writes (its footer is appended when the script ends)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--designs", nargs="+", default=["softmax", "lightning_hybrid_h8"])
-    ap.add_argument("--stages", nargs="+", type=int, default=[1, 6])
-    ap.add_argument("--steps", type=int, default=4, help="profiled steps a stage length")
-    ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--out", default=str(HERE / "ceiling" / "results.jsonl"))
-    args = ap.parse_args()
-    OUT[0] = args.out
-    torch.set_num_threads(args.threads)
-
-    from torch.profiler import ProfilerActivity, profile
-
-    from attnbench import heap
-    from attnbench.training import rate as train_rate
-    from attnbench.training import trainer as new_train
+def write_header(out: Path, threads: int, peak: float) -> None:
+    """The results file's header line: the commit, hardware, threads and the calibrated peak."""
     from attnbench.records.lines import git_commit, hardware, now
-    from helpers import compose_cfg
-    from measure import Stepper
 
-    heap.keep_freed_memory()
-    peak = train_rate.calibrate_peak()
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
     with open(out, "a") as f:
         f.write(
             json.dumps(
@@ -126,7 +106,7 @@ def main() -> None:
                     "started": now(),
                     "git": git_commit(),
                     "hardware": hardware(),
-                    "threads": args.threads,
+                    "threads": threads,
                     "torch": torch.__version__,
                     "matmul_flops": peak,
                     "load_before": os.getloadavg()[0],
@@ -135,6 +115,65 @@ def main() -> None:
             )
             + "\n"
         )
+
+
+def ceiling_of(prof):
+    """From a profile: seconds of the step were every matrix product as fast as alone (plus the
+    attention kernels as measured), the products' FLOPs and in-step seconds, and one row per product shape."""
+    products: collections.Counter = collections.Counter()
+    measured_us: collections.Counter = collections.Counter()
+    attention_us = 0.0
+    total_self_us = 0.0
+    for ev in prof.events():
+        total_self_us += ev.self_cpu_time_total
+        if ev.name in PRODUCTS and not any(c.name in PRODUCTS for c in _descendants(ev)):  # leaves: _grouped_mm runs one mm a group
+            key = (ev.name, json.dumps(ev.input_shapes))
+            products[key] += 1
+            measured_us[key] += ev.cpu_time_total
+        elif is_attention(ev.name) and not any(is_attention(p.name) for p in _parents(ev)):
+            attention_us += ev.cpu_time_total
+    ceiling_s, flops, in_step_s, rows = attention_us / 1e6, 0.0, 0.0, []
+    for (name, shp), count in products.items():
+        shapes = json.loads(shp)
+        sa = standalone_seconds(name, shapes)
+        in_step = measured_us[(name, shp)] / 1e6
+        ceiling_s += (sa if sa is not None else in_step / count) * count
+        in_step_s += in_step
+        fl = product_flops(name, shapes) * count
+        flops += fl
+        rows.append({"op": name, "shapes": shapes, "calls": count, "in_step_s": round(in_step, 5), "standalone_s": sa, "flops": fl})
+    return ceiling_s, flops, in_step_s, attention_us, total_self_us, rows
+
+
+def parse_args() -> argparse.Namespace:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--designs", nargs="+", default=["softmax", "lightning_hybrid_h8"])
+    ap.add_argument("--stages", nargs="+", type=int, default=[1, 6])
+    ap.add_argument("--steps", type=int, default=4, help="profiled steps a stage length")
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--out", default=str(HERE / "ceiling" / "results.jsonl"))
+    return ap.parse_args()
+
+
+def main() -> None:
+    args = parse_args()
+    OUT[0] = args.out
+    torch.set_num_threads(args.threads)
+
+    from torch.profiler import ProfilerActivity, profile
+
+    from attnbench import heap
+    from attnbench.training import rate as train_rate
+    from attnbench.training import trainer as new_train
+    from attnbench.records.lines import now
+    from helpers import compose_cfg
+    from measure import Stepper
+
+    heap.keep_freed_memory()
+    peak = train_rate.calibrate_peak()
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    write_header(out, args.threads, peak)
     for design in args.designs:
         cfg = compose_cfg(["+exp=train", f"design={design}"])
         stages = new_train.stages_of(cfg.train)
@@ -150,28 +189,7 @@ def main() -> None:
                 for i, n in enumerate(plan):
                     step.step(n, 100 + i)
             wall = time.perf_counter() - t0
-            products: collections.Counter = collections.Counter()
-            measured_us: collections.Counter = collections.Counter()
-            attention_us = 0.0
-            total_self_us = 0.0
-            for ev in prof.events():
-                total_self_us += ev.self_cpu_time_total
-                if ev.name in PRODUCTS and not any(c.name in PRODUCTS for c in _descendants(ev)):  # leaves: _grouped_mm runs one mm a group
-                    key = (ev.name, json.dumps(ev.input_shapes))
-                    products[key] += 1
-                    measured_us[key] += ev.cpu_time_total
-                elif is_attention(ev.name) and not any(is_attention(p.name) for p in _parents(ev)):
-                    attention_us += ev.cpu_time_total
-            ceiling_s, flops, in_step_s, rows = attention_us / 1e6, 0.0, 0.0, []
-            for (name, shp), count in products.items():
-                shapes = json.loads(shp)
-                sa = standalone_seconds(name, shapes)
-                in_step = measured_us[(name, shp)] / 1e6
-                ceiling_s += (sa if sa is not None else in_step / count) * count
-                in_step_s += in_step
-                fl = product_flops(name, shapes) * count
-                flops += fl
-                rows.append({"op": name, "shapes": shapes, "calls": count, "in_step_s": round(in_step, 5), "standalone_s": sa, "flops": fl})
+            ceiling_s, flops, in_step_s, attention_us, total_self_us, rows = ceiling_of(prof)
             rows.sort(key=lambda r: -r["in_step_s"])
             by_self = sorted(prof.key_averages(), key=lambda a: -a.self_cpu_time_total)
             self_top = [{"op": a.key, "calls": a.count, "self_s": round(a.self_cpu_time_total / 1e6, 5)} for a in by_self[:20]]

@@ -127,6 +127,80 @@ class Stepper:
 OUT = [""]  # the results file main() writes (its footer is appended when the script ends)
 
 
+def measure_stage(args, cfg, design: str, stage_no: int, old_train, new_train, peak: float) -> None:
+    """One stage of one design: old and new steps checked equal, then timed alternately; one record."""
+    from attnbench.records.lines import now
+    from attnbench.training import rate as train_rate
+
+    stages = new_train.stages_of(cfg.train)
+    stage = stages[stage_no - 1]
+    old = Stepper(old_train, cfg, design, stage_no - 1, fast=args.old == "eager", compiled=False)
+    new = Stepper(new_train, cfg, design, stage_no - 1, fast=True)
+    lengths = stage.lengths()
+    # a call: steps at each of the stage's lengths, at least 8 steps (tokens weigh as the stage's draw does)
+    plan = lengths * max(1, -(-8 // len(lengths)))
+    # the same weights and batch give the same loss (both warm up here: compiles, backends)
+    for i, n in enumerate(lengths):
+        a, b = old.step(n, i), new.step(n, i)
+        if i == 0 and abs(a - b) > 1e-5 * max(1.0, abs(a)):
+            raise AssertionError(f"{design} stage {stage_no} T {n}: old loss {a} != new loss {b}")
+    for n in lengths:  # the new path's first compiled step of each shape
+        new.step(n, 0)
+    t_old, t_new = [], []
+    before = load()
+    for c in range(args.calls):
+        for who, acc in ((old, t_old), (new, t_new)):
+            t0 = time.perf_counter()
+            for i, n in enumerate(plan):
+                who.step(n, 1000 + c * len(plan) + i)
+            acc.append(time.perf_counter() - t0)
+    after = load()
+    tokens = sum(new.tokens(n) for n in plan)
+    ratios = [a / b for a, b in zip(t_old, t_new)]
+    flops = train_rate.stage_flops(cfg, cfg.attention[design], stage)
+    old_s, new_s = statistics.median(t_old), statistics.median(t_new)
+    rec = dict(
+        type="record",
+        exp="train_speed",
+        design=design,
+        metric="speedup/train_step" if args.old == "base" else "compile_speedup/train_step",
+        unit="x",
+        status="measured",
+        stage=stage_no,
+        lengths=lengths,
+        steps_per_call=len(plan),
+        tokens_per_call=tokens,
+        threads=args.threads,
+        value=statistics.median(ratios),
+        ratio_min=min(ratios),
+        ratio_max=max(ratios),
+        old_s=old_s,
+        old_s_min=min(t_old),
+        old_s_max=max(t_old),
+        new_s=new_s,
+        new_s_min=min(t_new),
+        new_s_max=max(t_new),
+        old_tokens_s=tokens / old_s,
+        new_tokens_s=tokens / new_s,
+        flops_per_token=flops,
+        peak_gflops=peak / 1e9,
+        old_fraction_of_peak=flops * tokens / old_s / peak,
+        new_fraction_of_peak=flops * tokens / new_s / peak,
+        calls=args.calls,
+        load_before=round(before, 2),
+        load_after=round(after, 2),
+        noisy=max(before, after) > (os.cpu_count() or 1),
+        old=f"{args.base}: eager, MoE loop over experts, logits at every position, AdamW and clipping per parameter"
+        if args.old == "base"
+        else "this commit's step with the loss run eagerly (grouped GEMMs, head at the answer columns, foreach AdamW)",
+        new="MoE grouped GEMMs, head at the answer columns, the loss compiled per batch shape, foreach AdamW and clipping",
+        time=now(),
+    )
+    print(json.dumps({k: (round(v, 3) if isinstance(v, float) else v) for k, v in rec.items() if k not in ("old", "new")}), flush=True)
+    with open(args.out, "a") as f:
+        f.write(json.dumps(rec) + "\n")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--designs", nargs="+", default=["softmax", "lightning_hybrid_h8"])
@@ -168,76 +242,8 @@ def main() -> None:
         f.write(json.dumps(header) + "\n")
     for design in args.designs:
         cfg = cfgs[design]
-        stages = new_train.stages_of(cfg.train)
         for stage_no in args.stages:
-            stage = stages[stage_no - 1]
-            old = Stepper(old_train, cfg, design, stage_no - 1, fast=args.old == "eager", compiled=False)
-            new = Stepper(new_train, cfg, design, stage_no - 1, fast=True)
-            lengths = stage.lengths()
-            # a call: steps at each of the stage's lengths, at least 8 steps (tokens weigh as the stage's draw does)
-            plan = lengths * max(1, -(-8 // len(lengths)))
-            # the same weights and batch give the same loss (both warm up here: compiles, backends)
-            for i, n in enumerate(lengths):
-                a, b = old.step(n, i), new.step(n, i)
-                if i == 0 and abs(a - b) > 1e-5 * max(1.0, abs(a)):
-                    raise AssertionError(f"{design} stage {stage_no} T {n}: old loss {a} != new loss {b}")
-            for n in lengths:  # the new path's first compiled step of each shape
-                new.step(n, 0)
-            t_old, t_new = [], []
-            before = load()
-            for c in range(args.calls):
-                for who, acc in ((old, t_old), (new, t_new)):
-                    t0 = time.perf_counter()
-                    for i, n in enumerate(plan):
-                        who.step(n, 1000 + c * len(plan) + i)
-                    acc.append(time.perf_counter() - t0)
-            after = load()
-            tokens = sum(new.tokens(n) for n in plan)
-            ratios = [a / b for a, b in zip(t_old, t_new)]
-            flops = train_rate.stage_flops(cfg, cfg.attention[design], stage)
-            old_s, new_s = statistics.median(t_old), statistics.median(t_new)
-            rec = dict(
-                type="record",
-                exp="train_speed",
-                design=design,
-                metric="speedup/train_step" if args.old == "base" else "compile_speedup/train_step",
-                unit="x",
-                status="measured",
-                stage=stage_no,
-                lengths=lengths,
-                steps_per_call=len(plan),
-                tokens_per_call=tokens,
-                threads=args.threads,
-                value=statistics.median(ratios),
-                ratio_min=min(ratios),
-                ratio_max=max(ratios),
-                old_s=old_s,
-                old_s_min=min(t_old),
-                old_s_max=max(t_old),
-                new_s=new_s,
-                new_s_min=min(t_new),
-                new_s_max=max(t_new),
-                old_tokens_s=tokens / old_s,
-                new_tokens_s=tokens / new_s,
-                flops_per_token=flops,
-                peak_gflops=peak / 1e9,
-                old_fraction_of_peak=flops * tokens / old_s / peak,
-                new_fraction_of_peak=flops * tokens / new_s / peak,
-                calls=args.calls,
-                load_before=round(before, 2),
-                load_after=round(after, 2),
-                noisy=max(before, after) > (os.cpu_count() or 1),
-                old=f"{args.base}: eager, MoE loop over experts, logits at every position, AdamW and clipping per parameter"
-                if args.old == "base"
-                else "this commit's step with the loss run eagerly (grouped GEMMs, head at the answer columns, foreach AdamW)",
-                new="MoE grouped GEMMs, head at the answer columns, the loss compiled per batch shape, foreach AdamW and clipping",
-                time=now(),
-            )
-            print(
-                json.dumps({k: (round(v, 3) if isinstance(v, float) else v) for k, v in rec.items() if k not in ("old", "new")}), flush=True
-            )
-            with open(args.out, "a") as f:
-                f.write(json.dumps(rec) + "\n")
+            measure_stage(args, cfg, design, stage_no, old_train, new_train, peak)
 
 
 if __name__ == "__main__":

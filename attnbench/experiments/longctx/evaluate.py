@@ -3,7 +3,7 @@ GridRun records the cells the plan skipped, then evaluates each planned haystack
 streaming prefill and records it, or records it skipped when the budget no longer covers it;
 aggregate turns the probe records into accuracies with 95% intervals.
 
-Where this sits: longctx.py (models, training-length checks, run_grid) and experiments/longctx/plan.py
+Where this sits: flow.py (models, training-length checks, run_grid) and plan.py
 (the Grid, plan_grid, budget_summary).
 """
 

@@ -2,7 +2,7 @@
 step of longctx.run_grid): the Grid an experiment hands over, plan_grid's three passes,
 runs_now's check before each haystack, and budget_summary, the run's last line.
 
-The rest of the flow: longctx.py (models and their training-length checks, run_grid) and
+The rest of the flow: flow.py (models and their training-length checks, run_grid) and
 experiments/longctx/evaluate.py (evaluating and recording each planned cell, then the accuracies).
 """
 

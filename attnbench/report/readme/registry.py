@@ -2,8 +2,8 @@
 
 Each module of README tables (readme_tables*.py) holds its own ``TABLES`` and marks each table
 function with its ``table(name)``; report/readme/regenerate.py imports those modules and merges their
-registries. Imports run one way, from readme.py to the tables: no table module imports
-readme.py, and nothing registers itself into another module on import.
+registries. Imports run one way, from regenerate.py to the tables: no table module imports
+regenerate.py, and nothing registers itself into another module on import.
 """
 
 from __future__ import annotations

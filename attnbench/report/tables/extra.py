@@ -1,6 +1,6 @@
 """The report's tables beside the decision table (report/tables/decision.py): how each design's model
 was trained (from the checkpoints' records), the production presets' cache sizes with their
-licenses, and every metric no figure or summary column shows, in the cells of tables.py.
+licenses, and every metric no figure or summary column shows, in the cells of tables/decision.py.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 published config, against the formula and the cache objects), C2 its needle retrieval at 4x the
 training length (``retrieval_cell``: one needle cell against the claim's 100%); and the 7:1
 hybrids themselves (``HYBRIDS``, ``seven_to_one``), in order of closeness to Text-01, which C3
-(verdicts/claims/c3_multihop.py) judges too. The thresholds and rules are in claims.py's ``CLAIMS``.
+(verdicts/claims/c3_multihop.py) judges too. The thresholds and rules are in judge.py's ``CLAIMS``.
 """
 
 from __future__ import annotations

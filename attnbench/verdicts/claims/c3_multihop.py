@@ -2,7 +2,7 @@
 hybrid against softmax on the k-hop chain, each only where softmax learned it, a design that
 did not learn within the shared budget counted as a finding (``DID_NOT_LEARN``), a needle
 prefix that never passed named (``_needle_prefix_failed``). The thresholds and rules are in
-claims.py's ``CLAIMS``.
+judge.py's ``CLAIMS``.
 """
 
 from __future__ import annotations

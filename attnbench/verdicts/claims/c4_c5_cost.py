@@ -1,6 +1,6 @@
 """The cost claims' rules (C4: lightning vs softmax time per token, per phase and per half; C5b:
 MSA vs M2 speed-up, per phase and scope) and C5's other half (C5a: msa's exact lookup), split
-from claims.py, which lists every claim (``CLAIMS``) and re-exports these judges."""
+beside judge.py, which lists every claim (``CLAIMS``) and calls these judges."""
 
 from __future__ import annotations
 

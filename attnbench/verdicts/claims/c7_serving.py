@@ -1,7 +1,7 @@
 """Claim C7 (serving readiness, exp=serving); the decision report draws its records as the
 "serving" table (attnbench/report/tables/readiness.py).
 
-Three parts, each its own verdict (claims.py holds the quotes and the rule text):
+Three parts, each its own verdict (judge.py holds the quotes and the rule text):
 
 - low-precision state: at the longest length where the hybrid and softmax both have >= min_probes
   probes in fp32 and in fp8 (e4m3) and both fp32 lower bounds are >= min_ref, each design's loss

@@ -1,0 +1,227 @@
+"""measure.py's op cases: softmax decode, lightning's op and scan, MSA's ops and selection tiles, the MoE forward."""
+
+from __future__ import annotations
+
+
+import torch
+
+from harness import BASE, alternate, close, old_module
+
+
+def softmax_decode(calls: int, H: int = 8, G: int = 2, D: int = 64, S: int = 65536):
+    """One softmax decode step against S cached keys (GQA, a cache reserved longer than S, as the
+    model's): SDPA with enable_gqa (the reference before) against each KV group's query heads
+    given as that group's queries (softmax_attn now)."""
+    import torch.nn.functional as F
+
+    from attnbench.kernels.softmax.reference import softmax_attn
+
+    g = torch.Generator().manual_seed(0)
+    kb, vb = (torch.randn(1, G, S + 1024, D, generator=g) for _ in range(2))
+    k, v, q = kb[:, :, :S], vb[:, :, :S], torch.randn(1, H, 1, D, generator=g)
+
+    def old():
+        return F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
+
+    def new():
+        return softmax_attn(q, k, v)
+
+    with torch.no_grad():
+        close(new(), old(), "o")
+        return [
+            dict(
+                design="softmax",
+                metric="speedup/softmax_decode",
+                unit="x",
+                context_len=S,
+                heads=H,
+                kv_heads=G,
+                head_dim=D,
+                what="softmax_attn, one query against the cache, B 1",
+                old="SDPA with enable_gqa",
+                new="a KV group's query heads as its queries (no enable_gqa)",
+                **alternate(old, new, calls),
+            )
+        ]
+
+
+def lightning_op(calls: int, H: int = 8, D: int = 8, T: int = 65536):
+    """lightning_attn forward on one prefill chunk (the hybrid's shapes by default)."""
+    from attnbench.kernels.lightning import reference as new
+    from attnbench.model.lightning import decay_rates
+
+    old = old_module("kernels/lightning/reference.py", "old_lightning_reference")
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.nn.functional.silu(torch.randn(1, H, T, D, generator=g)) for _ in range(3))
+    decay = decay_rates(H, 0, 8)
+    with torch.no_grad():
+        (oo, os_), (no, ns) = old.lightning_attn(q, k, v, decay), new.lightning_attn(q, k, v, decay)
+    close(no, oo, "o"), close(ns, os_, "state")
+
+    def run(f):
+        return lambda: f(q, k, v, decay)
+
+    with torch.no_grad():
+        return [
+            dict(
+                design="lightning",
+                metric="speedup/lightning_op",
+                unit="x",
+                context_len=T,
+                heads=H,
+                head_dim=D,
+                what="lightning_attn forward, B 1, contiguous inputs",
+                old=f"{BASE}: chunk 64, segments of 16384 tokens, a loop of cumulative sums per scan group",
+                new=f"chunk_for(D), segment_for ({new.SEGMENT_BYTES >> 20} MiB of scores), one cumulative sum for all scan groups",
+                **alternate(run(old.lightning_attn), run(new.lightning_attn), calls),
+            )
+        ]
+
+
+SESSION_4 = "688e523"  # main before the lightning scan / tile and msa remote / selection changes
+
+
+def lightning_scan(calls: int, H: int = 8, D: int = 64, T: int = 65536, layer: int = 0, layers: int = 2):
+    """lightning_attn forward against SESSION_4's: kernels_cpu's shape by default (decay of
+    layer 0 of 2, as bench/workloads.py), the hybrid's 16K prefill chunk as lightning_scan_16k."""
+    from attnbench.kernels.lightning import reference as new
+    from attnbench.model.lightning import decay_rates
+
+    old = old_module("kernels/lightning/reference.py", "old_lightning_reference_s4", rev=SESSION_4)
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(1, H, T, D, generator=g) * s for s in (0.1, 0.1, 1.0))
+    decay = decay_rates(H, layer, layers)
+    with torch.no_grad():
+        (oo, os_), (no, ns) = old.lightning_attn(q, k, v, decay), new.lightning_attn(q, k, v, decay)
+        close(no, oo, "o"), close(ns, os_, "state")
+
+        def run(f):
+            return lambda: f(q, k, v, decay)
+
+        return [
+            dict(
+                design="lightning",
+                metric="speedup/lightning_op",
+                unit="x",
+                context_len=T,
+                heads=H,
+                head_dim=D,
+                what="lightning_attn forward, B 1, contiguous inputs",
+                old=f"{SESSION_4}: float64 cumulative-sum scan, segments across all heads (copied), o assembled by cat",
+                new=f"decay-matrix scan (groups of {new.SCAN_GROUP} chunks), tiles that are contiguous slices, o written in place",
+                **alternate(run(old.lightning_attn), run(new.lightning_attn), calls),
+            )
+        ]
+
+
+SESSION_10 = "6fbed1e"  # main before msa's remote pass took -m into its score GEMM (2026-12-04)
+MSA_CHANGES = {  # (op, old commit) -> what the old code did, what the new one does
+    ("select", SESSION_4): (
+        "token scores as (queries, keys) tiles, max over each row's blocks",
+        "(keys, queries) tiles, max across rows (vectorised along the queries)",
+    ),
+    ("attn", SESSION_4): (
+        "remote blocks folded in by an online softmax (running max, rescale per block)",
+        "remote blocks added onto the local block's sums (index_add, rescale only past RESCALE_ABOVE)",
+    ),
+    ("attn", SESSION_10): (
+        "scores minus the gathered reference max in a pass of their own, ones padded per block",
+        "[q, -m] @ [k, 1]^T: the reference max inside the score GEMM; ones padded once per group",
+    ),
+}
+
+
+def msa_op(calls: int, op: str = "attn", T: int = 65536, rev: str = SESSION_4):
+    """msa_select or msa_attn (no grad) against rev's, at kernels_cpu's shape (B 1, H 8,
+    Hkv 2, D 64, index dim 64, block 64, top 8)."""
+    from attnbench.kernels.msa import reference as new
+
+    old = old_module("kernels/msa/reference.py", f"old_msa_reference_{rev}", {"from ..": "from attnbench.kernels."}, rev=rev)
+    B, H, G, D, Di, bs, k = 1, 8, 2, 64, 64, 64, 8
+    g = torch.Generator().manual_seed(0)
+    q, kk, v = torch.randn(B, H, T, D, generator=g), torch.randn(B, G, T, D, generator=g), torch.randn(B, G, T, D, generator=g)
+    iq, ik = torch.randn(B, G, T, Di, generator=g), torch.randn(B, T, Di, generator=g)
+    with torch.no_grad():
+        idx = new.msa_select(iq, ik, bs, k)
+        if op == "select":
+            assert torch.equal(idx, old.msa_select(iq, ik, bs, k)), "old and new selections differ"
+
+            def run(m):
+                return lambda: m.msa_select(iq, ik, bs, k)
+        else:
+            close(new.msa_attn(q, kk, v, idx, bs), old.msa_attn(q, kk, v, idx, bs), "o")
+
+            def run(m):
+                return lambda: m.msa_attn(q, kk, v, idx, bs)
+
+        how = MSA_CHANGES[op, rev]
+        return [
+            dict(
+                design="msa",
+                metric=f"speedup/msa_{op}",
+                unit="x",
+                context_len=T,
+                heads=H,
+                head_dim=D,
+                what=f"msa_{op} forward (no grad), B 1, H 8, Hkv 2, block 64, top 8",
+                old=f"{rev}: {how[0]}",
+                new=how[1],
+                **alternate(run(old), run(new), calls),
+            )
+        ]
+
+
+def msa_select_tiles(calls: int, rows: int, keys: int, T: int = 32768):
+    """msa_select with other score tiles (SELECT_ROWS x SELECT_KEYS) against the committed
+    512 x 512, both the code at HEAD, at kernels_cpu's shape (index dim 64, block 64, top 8)."""
+    B, G, Di, bs, k = 1, 2, 64, 64, 8
+    old = old_module("kernels/msa/reference.py", "msa_reference_head", {"from ..": "from attnbench.kernels."}, rev="HEAD")
+    new = old_module("kernels/msa/reference.py", f"msa_reference_{rows}_{keys}", {"from ..": "from attnbench.kernels."}, rev="HEAD")
+    new.SELECT_ROWS, new.SELECT_KEYS = rows, keys
+    g = torch.Generator().manual_seed(0)
+    iq, ik = torch.randn(B, G, T, Di, generator=g), torch.randn(B, T, Di, generator=g)
+    with torch.no_grad():
+        assert torch.equal(new.msa_select(iq, ik, bs, k), old.msa_select(iq, ik, bs, k)), "selections differ"
+        return [
+            dict(
+                design="msa",
+                metric=f"speedup/msa_select_tiles_{rows}x{keys}",
+                unit="x",
+                context_len=T,
+                heads=G,
+                head_dim=Di,
+                what="msa_select (no grad), B 1, 2 index heads, index dim 64, block 64, top 8",
+                old=f"HEAD: score tiles of {old.SELECT_ROWS} rows x {old.SELECT_KEYS} keys",
+                new=f"score tiles of {rows} rows x {keys} keys",
+                **alternate(lambda: old.msa_select(iq, ik, bs, k), lambda: new.msa_select(iq, ik, bs, k), calls),
+            )
+        ]
+
+
+def moe_forward(calls: int, T: int = 16384):
+    """The MoE layer of the tiny backbone on one prefill chunk (no gradient)."""
+    import types as _types
+
+    from attnbench.model.moe import MoE
+    from helpers import compose_cfg
+
+    old = old_module("attnbench/model/moe.py", "old_moe")
+    cfg = compose_cfg([])
+    torch.manual_seed(0)
+    moe = MoE(cfg.model)
+    x = torch.randn(1, T, cfg.model.d_model)
+    old_forward = _types.MethodType(old.MoE.forward, moe)
+    with torch.no_grad():
+        close(moe(x)[0], old_forward(x)[0], "y", rtol=0, atol=0)
+        return [
+            dict(
+                design="-",
+                metric="speedup/moe_forward",
+                unit="x",
+                context_len=T,
+                what="MoE layer forward (E 4, top 2)",
+                old=f"{BASE}: one argsort dispatch for all experts, cat, one index_add",
+                new="per expert: nonzero, gather, in-place index_add",
+                **alternate(lambda: old_forward(x), lambda: moe(x), calls),
+            )
+        ]
