@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 from rich.console import Console
 
-from .config import execution_free, selected_designs
+from attnbench.config import execution_free, parse_duration, selected_designs
 from .config.schema import hashed_sections
 from attnbench.records.write import Recorder
 from attnbench.basics import stable_hash
@@ -50,6 +51,14 @@ def seed_everything(seed: int) -> dict[str, int]:
     return {"python": seed, "numpy": seed, "torch": seed}
 
 
+@dataclass(frozen=True)
+class Budget:
+    """exp.budget, parsed once: as configured (``text``: what records and messages quote) and in seconds."""
+
+    text: str
+    seconds: float
+
+
 @dataclass
 class RunContext:
     cfg: DictConfig
@@ -59,6 +68,11 @@ class RunContext:
     console: Console = field(default_factory=lambda: Console(stderr=True, soft_wrap=True))
     last_line: str = ""  # the experiment's closing word, printed after the sinks' lines (longctx.budget_summary)
     train_s: float = 0.0  # seconds spent getting the models, training any not trained yet (longctx keeps them out of exp.budget)
+
+    @cached_property
+    def budget(self) -> Budget:
+        """The experiment's wall-clock budget (exp.budget)."""
+        return Budget(str(self.cfg.exp.budget), parse_duration(self.cfg.exp.budget))
 
     @property
     def design_names(self) -> list[str]:

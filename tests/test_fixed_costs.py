@@ -138,8 +138,8 @@ def test_a_cell_given_up_after_some_haystacks_ran_is_partial_not_skipped():
     in experiments/needle_4m_loaded/run: 2 of 6) is counted partial, not skipped."""
     from types import SimpleNamespace
 
-    from attnbench.experiments.longctx import flow as longctx
     from attnbench.evaluation.fit import Estimate
+    from attnbench.experiments.longctx.plan import Haystack, Skip, SkipReason, budget_summary
 
     cfg = compose_cfg(["+exp=needle_4m"])
     done = {("msa", 16384, 0), ("msa", 16384, 1)}  # the haystacks that ran
@@ -150,14 +150,24 @@ def test_a_cell_given_up_after_some_haystacks_ran_is_partial_not_skipped():
         return SimpleNamespace(done=ran, record=lambda *a, **f: recorded.append(f), commit=lambda: None)
 
     printed: list[str] = []
-    ctx = SimpleNamespace(cfg=cfg, cell=cell, design_names=["msa"], console=SimpleNamespace(print=lambda s, **_: printed.append(s)))
+    console = SimpleNamespace(print=lambda s, **_: printed.append(s))
+    ctx = SimpleNamespace(cfg=cfg, cell=cell, design_names=["msa"], console=console, budget=budget_of(cfg))
     msa16, msa64 = {"design": "msa", "context_len": 16384}, {"design": "msa", "context_len": 65536}
     est = Estimate(seconds=10.0, bytes=0.0, how="test")
-    planned = [(msa16, i, est, "short") for i in range(6)]
+    planned = [Haystack(msa16, i, est, "short") for i in range(6)]
     key16 = tuple(msa16.items())
-    line = longctx.budget_summary(ctx, None, planned, [(msa64, est, "budget")], {key16}, {key16}, [3.0], 2, 60.0)
+    skipped = [Skip(msa64, est, SkipReason.BUDGET, "budget")]
+    line = budget_summary(ctx, None, planned, skipped, {key16}, {key16}, [3.0], 2, 60.0)
     assert line.startswith("1 of 2 cells skipped for the budget, 1 partial at load 3.0 on 2 cores"), line
     assert recorded[0]["partial"] == 1
+
+
+def budget_of(cfg):
+    """What RunContext.budget holds for this config."""
+    from attnbench.config import parse_duration
+    from attnbench.runner import Budget
+
+    return Budget(str(cfg.exp.budget), parse_duration(cfg.exp.budget))
 
 
 def grid_run(budget: str, seconds: dict, learned: dict):
@@ -177,7 +187,8 @@ def grid_run(budget: str, seconds: dict, learned: dict):
         return SimpleNamespace(done=False, record=lambda *a, **f: recorded.append(f), commit=lambda: None)
 
     cfg = compose_cfg(["+exp=needle_4m", f"exp.budget={budget}"])
-    ctx = SimpleNamespace(cfg=cfg, device=torch.device("cpu"), cell=cell, console=SimpleNamespace(print=lambda s, **_: printed.append(s)))
+    console = SimpleNamespace(print=lambda s, **_: printed.append(s))
+    ctx = SimpleNamespace(cfg=cfg, device=torch.device("cpu"), cell=cell, console=console, budget=budget_of(cfg))
     models = {name: SimpleNamespace(record={"rule": {}, "train_len": L}, model=None) for name, L in learned.items()}
     run = GridRun(ctx, Grid("niah/acc", "stub", [{}], make=lambda *a: []), models, time.perf_counter())
     run.cal = {name: SimpleNamespace(estimate=lambda L, passes, f=f: Estimate(f(L), 0.0, "stub")) for name, f in seconds.items()}

@@ -3,7 +3,7 @@ estimates: no timing)."""
 
 from __future__ import annotations
 
-from attnbench.experiments.longctx.plan import plan_grid
+from attnbench.experiments.longctx.plan import SkipReason, plan_grid
 from attnbench.evaluation.fit import Estimate
 
 K = 1024
@@ -26,8 +26,8 @@ def run(budget_s, names=("hybrid", "softmax", "lightning"), mem_cap=1e12, unlear
 
 def cells(planned):
     out = {}
-    for coords, i, est, phase in planned:
-        out.setdefault((coords["design"], coords["context_len"]), []).append(phase)
+    for h in planned:
+        out.setdefault((h.coords["design"], h.coords["context_len"]), []).append(h.phase)
     return out
 
 
@@ -37,7 +37,7 @@ def test_short_lengths_first_for_every_design_with_more_haystacks():
     for name in SECONDS_PER_TOKEN:
         for L in LENGTHS[:3]:
             assert got[(name, L)] == ["short"] * 6
-    phases = [p[3] for p in planned]
+    phases = [h.phase for h in planned]
     assert phases == sorted(phases, key=["short", "fair", "leftover"].index)  # no long cell before a short one
     assert all(len(v) == 2 for (n, L), v in got.items() if L > 16 * K)
 
@@ -53,9 +53,9 @@ def test_fair_split_keeps_one_design_from_starving_the_others():
         spent = sum(estimate(name, L, 0, {}).seconds * 2 for (n, L) in got if n == name and L > 16 * K)
         assert spent <= share + 1e-9
         assert (name, 64 * K) in got and got[(name, 64 * K)] == ["fair"] * 2
-    assert (("softmax", 4096 * K) not in got) and any("fair share" in reason for c, e, reason in skipped)
+    assert (("softmax", 4096 * K) not in got) and any("fair share" in s.why for s in skipped)
     # every planned cell fits the budget
-    assert sum(est.seconds for _, _, est, _ in planned) <= 420.0
+    assert sum(h.est.seconds for h in planned) <= 420.0
 
 
 def test_leftovers_go_to_the_cells_still_waiting():
@@ -77,15 +77,15 @@ def test_a_design_that_did_not_learn_gets_its_short_cells_and_only_what_is_left_
     got = cells(planned)
     assert all(got[("lightning", L)] == ["short"] * 6 for L in LENGTHS[:3])
     assert got[("hybrid", 4096 * K)] == ["fair"] * 2
-    assert not any(ph == "fair" for c, _, _, ph in planned if c["design"] == "lightning")
-    leftover = [(c["design"] == "lightning", c["context_len"]) for c, _, _, ph in planned if ph == "leftover"]
+    assert not any(h.phase == "fair" for h in planned if h.coords["design"] == "lightning")
+    leftover = [(h.coords["design"] == "lightning", h.coords["context_len"]) for h in planned if h.phase == "leftover"]
     assert leftover == sorted(leftover) and leftover[0][0] is False and leftover[-1][0] is True
-    assert any("no curriculum stage" in reason for c, _, reason in skipped if c["design"] == "lightning")
+    assert any(s.reason is SkipReason.UNLEARNED and "no curriculum stage" in s.why for s in skipped if s.coords["design"] == "lightning")
 
 
 def test_memory_cap_skips_with_a_reason():
     planned, skipped = run(1e9, mem_cap=1e5)
-    assert not planned and all("GiB" in reason for _, _, reason in skipped)
+    assert not planned and all(s.reason is SkipReason.MEMORY and "GiB" in s.why for s in skipped)
 
 
 def test_a_measured_prefill_refits_the_estimates_of_longer_cells():
@@ -196,4 +196,4 @@ def test_leftovers_go_cheapest_first_so_a_costly_short_cell_does_not_take_the_po
     planned, skipped = plan_grid(["hybrid", "softmax", "lightning"], LENGTHS, [{}], est, haystacks, budget, 1e12, 16 * K, "test")
     got = cells(planned)
     assert got[("hybrid", 4096 * K)] == ["leftover"] * 2
-    assert ("softmax", 256 * K) not in got and any(c["design"] == "softmax" and c["context_len"] == 256 * K for c, _, _ in skipped)
+    assert ("softmax", 256 * K) not in got and any(s.coords["design"] == "softmax" and s.coords["context_len"] == 256 * K for s in skipped)

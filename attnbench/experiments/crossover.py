@@ -21,7 +21,6 @@ from attnbench.bench import costmodel, crossing, memory, sweep
 from attnbench.bench.calibrate import hardware_for_run, load_profile
 from attnbench.bench.presets import TEXT01, M3, from_model
 from attnbench.bench.workloads import filled_cache, make_block
-from attnbench.config import parse_duration
 from attnbench.designs import BASELINE_OP, layout_letters, of, op_of, spec_of
 from attnbench.model import resolve_layout
 
@@ -59,7 +58,7 @@ def production_shape(letter: str, window: int):
 def run(ctx) -> None:
     cfg = ctx.cfg
     start = time.perf_counter()
-    budget = sweep.Budget(start + parse_duration(cfg.exp.budget), reserve_s=ANALYTIC_RESERVE_S)
+    budget = sweep.Budget(start + ctx.budget.seconds, reserve_s=ANALYTIC_RESERVE_S)
     hw = hardware_for_run(ctx)
     designs = [d for d in ctx.design_names]
     layouts = {d: resolve_layout(cfg.attention[d].layout, cfg.model.n_layers) for d in designs}

@@ -34,7 +34,6 @@ import attnbench.kernels as K
 from attnbench.bench import ops as O
 from attnbench.kernels import tolerance
 from attnbench.bench.timing import Timing, time_fn
-from attnbench.config import parse_duration
 from attnbench.designs import BASELINE_OP, spec_of_op
 from attnbench.runner import RunContext
 
@@ -59,7 +58,7 @@ class Run:
         self.ctx, self.cfg, self.dev = ctx, ctx.cfg.kernels, ctx.device
         self.dry = self.dev.type != "cuda"
         self.shapes = self.cfg.dry_run if self.dry else self.cfg.shapes
-        self.deadline = time.perf_counter() + parse_duration(ctx.cfg.exp.budget)
+        self.deadline = time.perf_counter() + ctx.budget.seconds
         self.min_run_time = 0.01 if self.dry else self.cfg.min_run_time
         self.passed: dict[str, bool] = {}
         self.skipped_baselines: set[tuple[str, str, str]] = set()  # (op, baseline, metric)

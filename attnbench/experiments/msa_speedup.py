@@ -25,7 +25,6 @@ import pandas as pd
 from attnbench.bench import costmodel, sweep
 from attnbench.bench.calibrate import hardware_for_run, load_profile
 from attnbench.bench.presets import M2, M3
-from attnbench.config import parse_duration
 
 M3_DENSE = replace(M3, name="minimax_m3_dense", layout="S" * M3.n_layers)  # the paper's GQA baseline, M3's shape
 TOLERANCE = 1.5  # a published figure within this factor of the prediction is "consistent"
@@ -40,9 +39,8 @@ PAPER_COMPUTE = 28.4  # arXiv 2606.13392: per-token attention compute at 1M cont
 
 
 def run(ctx) -> None:
-    cfg = ctx.cfg
     start = time.perf_counter()
-    budget = sweep.Budget(start + parse_duration(cfg.exp.budget), reserve_s=30.0)
+    budget = sweep.Budget(start + ctx.budget.seconds, reserve_s=30.0)
     predicted = predict(ctx)
     verdicts = judge(ctx, predicted)
     hw = hardware_for_run(ctx)

@@ -33,7 +33,7 @@ from attnbench.bench.calibrate import load_profile
 from attnbench.bench.presets import PRESETS, from_model
 from attnbench.designs import spec_of
 from attnbench.evaluation.streaming import score
-from attnbench.experiments.longctx.flow import _rng
+from attnbench.experiments.longctx.plan import haystack_rng
 from attnbench.model import ModelCache
 from attnbench.model.lightning import LinearState
 from attnbench.model.engine import BYTES, FORMATS, SCALE_BYTES, Storage, cache_tensors, saved_state
@@ -143,7 +143,7 @@ def needles(cfg, vocab, L: int, depths: list[float]):
     """Haystack i's needle samples (one for multikey; one a depth for single), needle_4m's generator seed (seed, length, group, i)."""
 
     def of(i: int):
-        rng = _rng(cfg.seed, L, TASK_GROUP, i)
+        rng = haystack_rng(cfg.seed, L, TASK_GROUP, i)
         return niah(rng, vocab, L, cfg.eval.variant, depths, kind=cfg.task.haystack, value_noise=cfg.task.value_noise)
 
     return of
@@ -153,7 +153,7 @@ def chains(cfg, vocab, L: int, hops: int):
     """Haystack i's sample: eval.chains chains of ``hops`` lookups, one probe each (scored on the final value, as exp=multihop)."""
 
     def of(i: int):
-        rng = _rng(cfg.seed, L, CHAIN_GROUP + hops, i)
+        rng = haystack_rng(cfg.seed, L, CHAIN_GROUP + hops, i)
         return [
             multihop(rng, vocab, L, "chain", hops, n_chains=int(cfg.eval.chains), kind=cfg.task.haystack, value_noise=cfg.task.value_noise)
         ]

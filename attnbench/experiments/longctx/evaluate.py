@@ -20,11 +20,11 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from attnbench.bench import planner
 from attnbench.bench.calibrate import hardware_for_run
 from attnbench.bench.timing import efficiency, noisy
-from attnbench.config import HardwareConfig, parse_duration
+from attnbench.config import HardwareConfig
 from attnbench.designs import spec_of
 from attnbench.evaluation.streaming import PeakRSS, ProbeResult, run_sample
 from attnbench.records.stats import wilson
-from attnbench.experiments.longctx.plan import Grid, _rng, cell_name, compile_charge, plan_grid, runs_now, short_cut_len
+from attnbench.experiments.longctx.plan import Grid, SkipReason, haystack_rng, cell_name, compile_charge, plan_grid, runs_now, short_cut_len
 from attnbench.experiments.train import training_facts
 from attnbench.kernels import for_layout
 from attnbench.kernels import label as backend_label
@@ -43,7 +43,7 @@ class GridRun:
     def __init__(self, ctx, grid: Grid, models: dict, start: float) -> None:
         cfg = ctx.cfg
         self.ctx, self.cfg, self.dev, self.grid, self.models, self.start = ctx, cfg, ctx.device, grid, models, start
-        self.budget = parse_duration(cfg.exp.budget)
+        self.budget = ctx.budget.seconds
         self.train_lens = {name: training_facts(t.record)["train_len"] for name, t in models.items()}
         self.mem_cap = memory_allowed(cfg.eval.memory_fraction)
         self.lengths = sorted(cfg.eval.context_lens)
@@ -77,7 +77,7 @@ class GridRun:
 
     def estimate(self, name: str, L: int, g_i: int, group: dict):
         grid = self.grid
-        passes = len(grid.make(_rng(self.cfg.seed, L, g_i, 0), min(L, 64), group)) if grid.task == "niah_single" else 1
+        passes = len(grid.make(haystack_rng(self.cfg.seed, L, g_i, 0), min(L, 64), group)) if grid.task == "niah_single" else 1
         return self.cal[name].estimate(L, passes)
 
     def calibrate(self) -> None:
@@ -104,12 +104,12 @@ class GridRun:
             self.budget - (time.perf_counter() - self.start),
             self.mem_cap,
             cfg.eval.short_len,
-            cfg.exp.budget,
+            self.ctx.budget.text,
             self.unlearned,
             setup=self.compile_cost,
         )
         names = list(self.models)
-        skipped.sort(key=lambda c: (c[0]["context_len"], names.index(c[0]["design"])))
+        skipped.sort(key=lambda s: (s.coords["context_len"], names.index(s.coords["design"])))
         self.loads.append(os.getloadavg()[0])
         return planned, skipped
 
@@ -117,14 +117,18 @@ class GridRun:
         """One line when the budget leaves out a learned design's short cell, with the budget that covers them."""
         cfg = self.cfg
         short_cut = [
-            c for c, _, why in skipped if c["context_len"] <= cfg.eval.short_len and c["design"] not in self.unlearned and "GiB" not in why
+            s.coords
+            for s in skipped
+            if s.coords["context_len"] <= cfg.eval.short_len
+            and s.coords["design"] not in self.unlearned
+            and s.reason is not SkipReason.MEMORY
         ]
         if not short_cut:
             return
-        short_s = sum(est.seconds * self.haystacks(c["context_len"]) for c, est, _ in skipped if c in short_cut)
-        need = math.ceil((time.perf_counter() - self.start + short_s + sum(p[2].seconds for p in planned)) / 60)
+        short_s = sum(s.est.seconds * self.haystacks(s.coords["context_len"]) for s in skipped if s.coords in short_cut)
+        need = math.ceil((time.perf_counter() - self.start + short_s + sum(h.est.seconds for h in planned)) / 60)
         self.ctx.console.print(
-            f"attnbench: exp.budget={cfg.exp.budget} does not cover every learned design's cells to {short_cut_len(cfg)} at this load "
+            f"attnbench: exp.budget={self.ctx.budget.text} does not cover every learned design's cells to {short_cut_len(cfg)} at this load "
             f"({self.loads[0]:.1f} on {self.cores} cores): it skips {', '.join(cell_name(c) for c in short_cut)}; "
             f"give it exp.budget={need}m to measure them",
             markup=False,
@@ -133,11 +137,12 @@ class GridRun:
 
     def record_skips(self, skipped: list) -> None:
         """Record each cell the plan skipped, with its estimate and the reason."""
-        ctx, cfg, grid = self.ctx, self.cfg, self.grid
-        for coords, est, reason in skipped:
+        ctx, grid = self.ctx, self.grid
+        for skip in skipped:
+            coords, est, reason = skip.coords, skip.est, skip.why
             # keyed without the reason (its minutes-left differ between runs), and not recorded over
             # samples an earlier run of this command measured: a rerun adds no second verdict
-            cell = ctx.cell(**coords, part="skip", budget=cfg.exp.budget)
+            cell = ctx.cell(**coords, part="skip", budget=ctx.budget.text)
             measured = any(ctx.cell(**coords, sample=i, part="eval").done for i in range(self.haystacks(coords["context_len"])))
             if not cell.done and not measured:
                 cell.record(
@@ -173,7 +178,8 @@ class GridRun:
             def note(text: str) -> None:
                 progress.update(bar, note=text)
 
-            for coords, i, _, phase in planned:  # the plan's estimate is refitted in haystack()
+            for h in planned:  # the plan's estimate is refitted in haystack()
+                coords, i, phase = h.coords, h.index, h.phase
                 done = self.haystack(coords, i, phase, note)
                 progress.update(bar, advance=1, note=done)
                 if not ctx.console.is_terminal:  # a log file gets no live bar: one line per finished cell instead
@@ -213,7 +219,7 @@ class GridRun:
     def skip_late(self, coords: dict, i: int, group: dict, est, left: float, to_do: int, key: tuple, setup: float = 0.0) -> None:
         """Record haystack i skipped after the plan: the budget left no longer covers it (with
         setup, the seconds charged for its design's compile still to come)."""
-        cell = self.ctx.cell(**coords, sample=i, part="skip-late", budget=self.cfg.exp.budget)
+        cell = self.ctx.cell(**coords, sample=i, part="skip-late", budget=self.ctx.budget.text)
         if cell.done:
             return
         cell.record(
@@ -249,7 +255,7 @@ class GridRun:
                 "sample": i,
                 "vocab": list(vocab_of(cfg).__dict__.values()),
             },
-            lambda: grid.make(_rng(cfg.seed, coords["context_len"], g_i, i), coords["context_len"], group),
+            lambda: grid.make(haystack_rng(cfg.seed, coords["context_len"], g_i, i), coords["context_len"], group),
         )
 
     def measure(self, cell, coords: dict, i: int, group: dict, phase: str, est, samples: list) -> str:

@@ -24,7 +24,7 @@ import numpy as np
 from attnbench.evaluation.streaming import batch_accuracy
 from attnbench.records.stats import wilson
 from attnbench.experiments.longctx.evaluate import GridRun, aggregate
-from attnbench.experiments.longctx.plan import Grid, _rng, budget_summary
+from attnbench.experiments.longctx.plan import Grid, haystack_rng, budget_summary
 from attnbench.experiments.train import record_training, training_facts
 from attnbench.tasks.generate import niah
 from attnbench.training.trainer import get_model, vocab_of
@@ -152,7 +152,9 @@ def _training_checks(ctx, name: str, trained, grid: Grid | None, vocab):
     where = "" if train_len else f" (it passed no curriculum stage: checked at the first stage's {at} tokens)"
 
     def single(i, d):
-        return niah(_rng(cfg.seed, 7, i), vocab, at, "single", [float(d)], kind=cfg.task.haystack, value_noise=cfg.task.value_noise)[0]
+        return niah(
+            haystack_rng(cfg.seed, 7, i), vocab, at, "single", [float(d)], kind=cfg.task.haystack, value_noise=cfg.task.value_noise
+        )[0]
 
     checks: list[tuple[str, dict, Callable | None]] = [("niah_single", {}, None)] + (
         [(grid.task, g, grid.make) for g in grid.groups] if grid else []
@@ -170,8 +172,10 @@ def _training_checks(ctx, name: str, trained, grid: Grid | None, vocab):
             if make is None:  # one needle per sample, at depths spread over the haystack
                 samples = [single(i, d) for i, d in enumerate(np.linspace(0, 1, cfg.eval.train_len_samples))]
             else:
-                per = len(make(_rng(cfg.seed, 8, c_i, 0), at, group)[0].probes)
-                samples = [s for i in range(-(-cfg.eval.train_len_samples // per)) for s in make(_rng(cfg.seed, 8, c_i, i), at, group)]
+                per = len(make(haystack_rng(cfg.seed, 8, c_i, 0), at, group)[0].probes)
+                samples = [
+                    s for i in range(-(-cfg.eval.train_len_samples // per)) for s in make(haystack_rng(cfg.seed, 8, c_i, i), at, group)
+                ]
         except ValueError as ex:  # the task does not fit in this length
             yield dict(metric="train/acc", value=None, unit="fraction", status="skipped", fields={"note": str(ex), **common})
             continue

@@ -8,13 +8,13 @@ experiments/longctx/evaluate.py (evaluating and recording each planned cell, the
 
 from __future__ import annotations
 
+import enum
 import math
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 
-from attnbench.config import parse_duration
 from attnbench.tasks.generate import Sample
 
 COMPILE_ESTIMATE_S = 60.0  # a compile's charge before this run has measured one (recorded compiles: 24-129 s on 2 cores)
@@ -39,8 +39,49 @@ class Grid:
     fields: dict = field(default_factory=dict)  # recorded with every accuracy (e.g. how a probe is scored)
 
 
-def _rng(seed: int, *parts: int) -> np.random.Generator:
+def haystack_rng(seed: int, *parts: int) -> np.random.Generator:
+    """The generator of one haystack: the run's seed and the cell's coordinates (length, group, haystack)."""
     return np.random.default_rng([seed, *parts])
+
+
+class SkipReason(enum.Enum):
+    """Why the plan left a cell out."""
+
+    MEMORY = "memory"  # a haystack needs more memory than allowed
+    BUDGET = "budget"  # the budget left, or its design's share of it, does not cover the cell
+    UNLEARNED = "unlearned"  # its design passed no curriculum stage: its long cells got only the leftovers
+
+
+@dataclass
+class Cell:
+    """One (design, context length, group) cell of the grid: its estimate for one haystack and
+    the seconds of all its haystacks."""
+
+    context_len: int
+    design: str
+    coords: dict
+    est: Any  # evaluation.fit's Estimate (seconds, bytes) of one haystack
+    seconds: float
+
+
+@dataclass
+class Skip:
+    """A cell the plan left out: its coordinates, its estimate, why (the reason, and the sentence recorded)."""
+
+    coords: dict
+    est: Any
+    reason: SkipReason
+    why: str
+
+
+@dataclass
+class Haystack:
+    """One planned haystack: its cell's coordinates, its index in the cell, the estimate, the pass that took it."""
+
+    coords: dict
+    index: int
+    est: Any
+    phase: str  # short | fair | leftover
 
 
 def plan_grid(
@@ -71,8 +112,8 @@ def plan_grid(
                 that never passed a curriculum stage says nothing about its design far past it.
     A cell needs all its haystacks to fit. setup(name, L): seconds a design's first cell at L
     costs once before it (its prefill's compile), charged to the first such cell taken. The short
-    pass takes the learned designs' cells before those of `unlearned`. Returns planned
-    [(coords, haystack, estimate, pass)] and skipped [(coords, estimate, reason)].
+    pass takes the learned designs' cells before those of `unlearned`. Returns the planned
+    haystacks (Haystack) and the skipped cells (Skip).
     """
     cells, skipped = _cells_in_memory(names, lengths, groups, estimate, haystacks, mem_cap)
     plan = _Plan(haystacks, setup, budget)
@@ -82,19 +123,20 @@ def plan_grid(
     return plan.planned, skipped
 
 
-def _cells_in_memory(names, lengths, groups, estimate, haystacks, mem_cap: float) -> tuple[list, list]:
-    """Every cell as (L, name, coords, estimate, seconds of all its haystacks), in ascending
-    length, the headline design first; those over the memory allowed skipped instead."""
-    cells, skipped = [], []
+def _cells_in_memory(names, lengths, groups, estimate, haystacks, mem_cap: float) -> tuple[list[Cell], list[Skip]]:
+    """Every cell in ascending length, the headline design first; those over the memory allowed skipped instead."""
+    cells: list[Cell] = []
+    skipped: list[Skip] = []
     for L in lengths:
         for name in names:
             for g_i, group in enumerate(groups):
                 est = estimate(name, L, g_i, group)
                 coords = dict(design=name, context_len=L, **group)
                 if est.bytes > mem_cap:
-                    skipped.append((coords, est, f"needs ~{est.bytes / 2**30:.1f} GiB, more than the {mem_cap / 2**30:.1f} GiB allowed"))
+                    why = f"needs ~{est.bytes / 2**30:.1f} GiB, more than the {mem_cap / 2**30:.1f} GiB allowed"
+                    skipped.append(Skip(coords, est, SkipReason.MEMORY, why))
                 else:
-                    cells.append((L, name, coords, est, est.seconds * haystacks(L)))
+                    cells.append(Cell(L, name, coords, est, est.seconds * haystacks(L)))
     return cells, skipped
 
 
@@ -103,35 +145,37 @@ class _Plan:
 
     def __init__(self, haystacks, setup: Callable[[str, int], float], budget: str) -> None:
         self.haystacks, self.setup, self.budget = haystacks, setup, budget
-        self.planned: list = []
+        self.planned: list[Haystack] = []
         self.charged: set[str] = set()
 
-    def cost(self, cell) -> float:
-        extra = self.setup(cell[1], cell[0])
-        return cell[4] + (extra if cell[1] not in self.charged else 0.0)
+    def cost(self, cell: Cell) -> float:
+        extra = self.setup(cell.design, cell.context_len)
+        return cell.seconds + (extra if cell.design not in self.charged else 0.0)
 
-    def take(self, cell, phase: str) -> None:
-        L, name, coords, est, _ = cell
-        if self.setup(name, L):
-            self.charged.add(name)
-        self.planned.extend((coords, i, est, phase) for i in range(self.haystacks(L)))
+    def take(self, cell: Cell, phase: str) -> None:
+        if self.setup(cell.design, cell.context_len):
+            self.charged.add(cell.design)
+        self.planned.extend(Haystack(cell.coords, i, cell.est, phase) for i in range(self.haystacks(cell.context_len)))
 
-    def too_long(self, cell, why: str) -> tuple:
+    def too_long(self, cell: Cell, why: str, reason: SkipReason = SkipReason.BUDGET) -> Skip:
         """A skipped entry for a cell the budget does not cover, saying why."""
-        return (cell[2], cell[3], f"would take ~{cell[4] / 60:.1f} min for {self.haystacks(cell[0])} haystacks, {why}")
+        text = f"would take ~{cell.seconds / 60:.1f} min for {self.haystacks(cell.context_len)} haystacks, {why}"
+        return Skip(cell.coords, cell.est, reason, text)
 
 
-def _short_pass(plan: _Plan, cells: list, short_len: int, unlearned: frozenset[str], left: float, skipped: list) -> tuple[list, float]:
+def _short_pass(
+    plan: _Plan, cells: list[Cell], short_len: int, unlearned: frozenset[str], left: float, skipped: list
+) -> tuple[list, float]:
     """Take every short cell that fits (the learned designs' first); returns the longer cells
     still waiting and the seconds left."""
     waiting = []
-    cells.sort(key=lambda cell: cell[0] <= short_len and cell[1] in unlearned)  # stable: learned designs' short cells first
+    cells.sort(key=lambda cell: cell.context_len <= short_len and cell.design in unlearned)  # stable: learned designs' short cells first
     for cell in cells:
         c = plan.cost(cell)
-        if cell[0] <= short_len and c <= left:
+        if cell.context_len <= short_len and c <= left:
             plan.take(cell, "short")
             left -= c
-        elif cell[0] <= short_len:
+        elif cell.context_len <= short_len:
             skipped.append(plan.too_long(cell, f"more than the {max(0.0, left) / 60:.1f} min left of exp.budget={plan.budget}"))
         else:
             waiting.append(cell)
@@ -144,12 +188,12 @@ def _fair_pass(plan: _Plan, waiting: list, names: list[str], unlearned: frozense
     share = max(0.0, left) / max(1, len([n for n in names if n not in unlearned]))
     spent = {name: 0.0 for name in names}
     rest = []
-    waiting.sort(key=lambda cell: cell[0])
+    waiting.sort(key=lambda cell: cell.context_len)
     for cell in waiting:
         c = plan.cost(cell)
-        if cell[1] not in unlearned and spent[cell[1]] + c <= share:
+        if cell.design not in unlearned and spent[cell.design] + c <= share:
             plan.take(cell, "fair")
-            spent[cell[1]] += c
+            spent[cell.design] += c
         else:
             rest.append(cell)
     return rest, share, max(0.0, left) - sum(spent.values())
@@ -160,19 +204,21 @@ def _leftover_pass(plan: _Plan, rest: list, unlearned: frozenset[str], share: fl
     # cheapest first (the most cells for the seconds left; a design's longer cells cost more, so
     # each design's stay in ascending length): in ascending length, one quadratic design's 256K
     # cell took the pool that the headline hybrid's 4M cell needed, at a third of its cost
-    rest.sort(key=lambda cell: (cell[1] in unlearned, plan.cost(cell)))
+    rest.sort(key=lambda cell: (cell.design in unlearned, plan.cost(cell)))
     for cell in rest:
         c = plan.cost(cell)
         if c <= pool:
             plan.take(cell, "leftover")
             pool -= c
         else:
+            learned = cell.design not in unlearned
             why = (
-                "passed no curriculum stage, so its long cells get only the leftovers, last"
-                if cell[1] in unlearned
-                else f"more than its fair share ({share / 60:.1f} min of exp.budget={plan.budget})"
+                f"more than its fair share ({share / 60:.1f} min of exp.budget={plan.budget})"
+                if learned
+                else "passed no curriculum stage, so its long cells get only the leftovers, last"
             )
-            skipped.append(plan.too_long(cell, f"{why}, and the {pool / 60:.1f} min the other designs left did not cover it"))
+            reason = SkipReason.BUDGET if learned else SkipReason.UNLEARNED
+            skipped.append(plan.too_long(cell, f"{why}, and the {pool / 60:.1f} min the other designs left did not cover it", reason))
 
 
 def runs_now(seconds: float, i: int, to_do: list[int], left: float, key: tuple, given_up: set[tuple], setup: float = 0.0) -> bool:
@@ -205,21 +251,22 @@ def budget_summary(ctx, grid: Grid, planned, skipped, late: set, given_up: set, 
     many cells the budget left out at the load seen, and how much more budget would cover them
     (the cells of the designs that learned, each no longer than the budget itself)."""
     cfg = ctx.cfg
-    cells = {tuple(c.items()) for c, *_ in planned} | {tuple(c.items()) for c, *_ in skipped}
-    memory = {tuple(c.items()) for c, _, why in skipped if "GiB" in why}
+    cells = {tuple(h.coords.items()) for h in planned} | {tuple(s.coords.items()) for s in skipped}
+    memory = {tuple(s.coords.items()) for s in skipped if s.reason is SkipReason.MEMORY}
     short = cfg.eval.haystacks_short or cfg.eval.haystacks
     ran_some = {  # a cell given up after some of its haystacks ran is partial, not skipped
         k for k in given_up
         if any(ctx.cell(**dict(k), sample=j, part="eval").done for j in range(short if dict(k)["context_len"] <= cfg.eval.short_len else cfg.eval.haystacks))
     }  # fmt: skip
-    budget_cut = ({tuple(c.items()) for c, _, why in skipped} - memory) | (given_up - ran_some)
+    budget_cut = ({tuple(s.coords.items()) for s in skipped} - memory) | (given_up - ran_some)
     partial = (late - given_up) | ran_some
     load = sum(loads) / len(loads)
-    limit = parse_duration(cfg.exp.budget)
+    limit = ctx.budget.seconds
     more = sum(
-        est.seconds * (cfg.eval.haystacks_short or cfg.eval.haystacks if c["context_len"] <= cfg.eval.short_len else cfg.eval.haystacks)
-        for c, est, why in skipped
-        if "GiB" not in why and "no curriculum stage" not in why and est.seconds <= limit
+        s.est.seconds
+        * (cfg.eval.haystacks_short or cfg.eval.haystacks if s.coords["context_len"] <= cfg.eval.short_len else cfg.eval.haystacks)
+        for s in skipped
+        if s.reason is SkipReason.BUDGET and s.est.seconds <= limit
     )
     line = f"{len(budget_cut)} of {len(cells)} cells skipped for the budget" + (f", {len(partial)} partial" if partial else "")
     line += f" at load {load:.1f} on {cores} cores" + (f" ({len(memory)} more do not fit in memory)" if memory else "")
@@ -230,7 +277,7 @@ def budget_summary(ctx, grid: Grid, planned, skipped, late: set, given_up: set, 
         first = ctx.design_names[0]
         cell.record(
             first, "eval/budget_summary", len(budget_cut), "cells", "measured", layout="", cells=len(cells), partial=len(partial),
-            memory=len(memory), load=round(load, 2), cores=cores, budget=cfg.exp.budget, elapsed_s=round(elapsed, 1), note=line,
+            memory=len(memory), load=round(load, 2), cores=cores, budget=ctx.budget.text, elapsed_s=round(elapsed, 1), note=line,
         )  # fmt: skip
         cell.commit()
     ctx.last_line = line  # printed after the report's and W&B's lines (cli_run.finish)
