@@ -9,6 +9,7 @@ import torch.nn.functional as F
 import attnbench.kernels as K  # the specs call the ops through it (attnbench/specs)
 from attnbench.bench import gate
 from attnbench.kernels import msa_select
+from attnbench.specs.msa import selection_ok
 
 
 @pytest.mark.parametrize("letter", "SLWM")
@@ -42,15 +43,15 @@ def test_a_selection_may_differ_only_between_tied_blocks():
     bs, T = 4, 40
     iq, ik = torch.ones(1, 1, T, 8), torch.ones(1, T, 8)  # every block scores the same
     want = msa_select(iq, ik, bs, 4)  # the last query: [9, 0, 1, 2]
-    assert gate.selection_ok(want, iq, ik, bs)
+    assert selection_ok(want, iq, ik, bs)
     other = want.clone()
     other[0, 0, -1, 1:] = torch.tensor([7, 3, 5])  # other blocks of the same score
-    assert gate.selection_ok(other, iq, ik, bs)
+    assert selection_ok(other, iq, ik, bs)
     other[0, 0, -1, 3] = -1  # padding where a block exists
-    assert not gate.selection_ok(other, iq, ik, bs)
+    assert not selection_ok(other, iq, ik, bs)
     other[0, 0, -1, 1:] = torch.tensor([9, 3, 5])  # the local block again, as an "earlier" block
-    assert not gate.selection_ok(other, iq, ik, bs)
+    assert not selection_ok(other, iq, ik, bs)
     ik[:, 20:24] = 2.0  # block 5 now scores highest: leaving it out is a wrong choice
-    assert gate.selection_ok(msa_select(iq, ik, bs, 4), iq, ik, bs)
+    assert selection_ok(msa_select(iq, ik, bs, 4), iq, ik, bs)
     other[0, 0, -1, 1:] = torch.tensor([0, 1, 2])
-    assert not gate.selection_ok(other, iq, ik, bs)
+    assert not selection_ok(other, iq, ik, bs)

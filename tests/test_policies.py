@@ -5,7 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from attnbench.tasks.batches import Stage, mqar_samples
+from attnbench.tasks.generate import mqar_samples
+
+from attnbench.tasks.stage import Stage
 from attnbench.tasks.generate import Probe, Sample
 from attnbench.tasks.levels import task_levels
 from attnbench.tasks.policies import POLICIES, policy_accuracies, probe_accuracy

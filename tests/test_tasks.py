@@ -5,7 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from attnbench.tasks.batches import IGNORE, Stage, chain_batch, mqar_batch
+from attnbench.tasks.batches import IGNORE, chain_batch, mqar_batch
+
+from attnbench.tasks.stage import Stage
 from attnbench.names import HOP_TASKS, NIAH_VARIANTS
 from attnbench.tasks.generate import multihop, niah
 from attnbench.tasks.vocab import BOS, SEP, Vocab

@@ -15,7 +15,8 @@ from attnbench.training import checkpoints
 from attnbench.evaluation.streaming import run_sample
 from attnbench.records.stats import wilson
 from attnbench.model import Model
-from attnbench.tasks.batches import IGNORE, Stage, mqar_batch
+from attnbench.tasks.batches import IGNORE, mqar_batch
+from attnbench.tasks.stage import Stage
 from attnbench.tasks.generate import niah
 from attnbench.tasks.levels import batch_levels
 from attnbench.training.start import checkpoint_key
@@ -239,7 +240,7 @@ def test_needle_run_with_the_shipped_softmax_model_resumes_without_repeating_cel
 
 
 def test_mixed_length_stage_draws_lengths_and_holds_tokens_per_step():
-    from attnbench.tasks.batches import Stage
+    from attnbench.tasks.stage import Stage
     from attnbench.training.trainer import stages_of, step_batch
 
     cfg = compose_cfg(["+exp=train", "train.tokens_per_step=4096", "train.batch=64"])

@@ -16,9 +16,6 @@ import torch
 from attnbench.designs import spec_of
 from attnbench.kernels import tolerance
 from attnbench.specs import OpShape, cast
-from attnbench.specs.msa import selection_ok
-
-__all__ = ["check", "selection_ok"]
 
 
 def check(

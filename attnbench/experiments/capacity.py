@@ -21,7 +21,8 @@ from attnbench.evaluation.streaming import batch_accuracy
 from attnbench.records.stats import wilson
 from attnbench.experiments.train import record_training, training_facts
 from attnbench.model import layout_for
-from attnbench.tasks.batches import Stage, mqar_samples
+from attnbench.tasks.generate import mqar_samples
+from attnbench.tasks.stage import Stage
 from attnbench.training.trainer import get_model, vocab_of
 
 TASK = "mqar"  # the task name of the records (train/acc checks and capacity/acc)

@@ -151,7 +151,7 @@ def stage_rates_of(trained) -> list[dict]:
     written, from its curve and config (no calibrated peak then: fraction_of_peak null), saying so."""
     from omegaconf import OmegaConf
 
-    from attnbench.tasks.batches import Stage
+    from attnbench.tasks.stage import Stage
     from attnbench.training.rate import stage_rates
 
     r = trained.record

@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .generate import mqar_arrays, mqar_samples
+from .generate import mqar_arrays
 from .stage import Stage
 from .vocab import BOS, SEP, Vocab
 
@@ -79,6 +79,3 @@ def chain_batch(rng: np.random.Generator, vocab: Vocab, stage: Stage, batch: int
     targets = np.full_like(inputs, IGNORE)
     targets[:, stage.context_len + 1 :: 2] = finals
     return torch.from_numpy(inputs.astype(np.int64)), torch.from_numpy(targets.astype(np.int64))
-
-
-__all__ = ["IGNORE", "Stage", "chain_batch", "mqar_batch", "mqar_samples"]

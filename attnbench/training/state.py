@@ -13,7 +13,7 @@ import torch
 from attnbench.model import Model, layout_for
 from attnbench.records.lines import git_commit
 from attnbench.runner import config_dict
-from attnbench.tasks.batches import Stage
+from attnbench.tasks.stage import Stage
 from attnbench.training.rate import stage_rates
 
 RULE_NAME = "fair-v1"

@@ -43,7 +43,8 @@ from attnbench.training import checkpoints, distributed
 from attnbench.config import parse_duration
 from attnbench.model import Model, layout_for
 from attnbench.runner import config_dict
-from attnbench.tasks.batches import IGNORE, Stage, chain_batch, mqar_batch
+from attnbench.tasks.batches import IGNORE, chain_batch, mqar_batch
+from attnbench.tasks.stage import Stage
 from attnbench.tasks.stage import rows_of
 from attnbench.tasks.vocab import Vocab
 from attnbench.training.rate import calibrate_peak, device_name

@@ -21,10 +21,10 @@ COMPILE_ESTIMATE_S = 60.0  # a compile's charge before this run has measured one
 
 
 def compile_charge(measured: list[float]) -> float:
-    """Seconds a compile still to come is charged: the longest compile this run has measured (at
-    this run's load: a minute charged for compiles of 124.5 s and 129.0 s took two
-    experiments/needle_4m_loaded runs past their budget), never less than COMPILE_ESTIMATE_S (a
-    quick first compile says little about a longer one to come)."""
+    """Seconds a compile still to come is charged: the longest compile this run has measured (a
+    compile at this run's load can take twice the estimate, and charging less ends a run past its
+    budget), never less than COMPILE_ESTIMATE_S (a quick first compile says little about a longer
+    one to come)."""
     return max([*measured, COMPILE_ESTIMATE_S])
 
 
