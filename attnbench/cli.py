@@ -31,6 +31,7 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from hydra.errors import HydraException
 from hydra.experimental.callback import Callback
+from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
@@ -107,13 +108,23 @@ class Guard(Callback):
             sys.exit(EXIT_BAD_INPUT)
 
     def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
-        """Mask secrets in the files Hydra just wrote (.hydra/*.yaml hold the overrides as typed)."""
-        from .redact import redact
+        """Mask secrets in the files Hydra just wrote (.hydra/*.yaml hold the overrides as typed,
+        a sweep's multirun.yaml too), in whatever YAML style Hydra gave them."""
+        from .redact import redact_yaml_file
 
-        for f in Path(str(config.hydra.runtime.output_dir), str(config.hydra.output_subdir or ".hydra")).glob("*.yaml"):
-            text = f.read_text()
-            if redact(text) != text:
-                f.write_text(redact(text))
+        files = list(Path(str(config.hydra.runtime.output_dir), str(config.hydra.output_subdir or ".hydra")).glob("*.yaml"))
+        if config.hydra.mode == RunMode.MULTIRUN:
+            files.append(Path(str(config.hydra.sweep.dir), "multirun.yaml"))
+        for f in files:
+            if f.is_file():
+                redact_yaml_file(f)
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        from .redact import redact_yaml_file
+
+        f = Path(str(config.hydra.sweep.dir), "multirun.yaml")
+        if f.is_file():
+            redact_yaml_file(f)
 
     def on_job_end(self, config: DictConfig, job_return: Any, **kwargs: Any) -> None:
         rundir.release(Path(str(config.hydra.runtime.output_dir)))
