@@ -11,7 +11,7 @@ from collections import Counter
 
 import pandas as pd
 
-from .data import EMPTY, NO_HEADER, NOT_MEASURED, RunData, fmt_len, haystack_counts, is_preset
+from .data import EMPTY, NO_HEADER, NOT_MEASURED, OTHER_CONFIG, RunData, fmt_len, haystack_counts, is_preset
 
 
 def reasons(notes: pd.Series, shown: int = 6) -> str:
@@ -179,7 +179,7 @@ def _coverage_caveats(data: RunData) -> list[str]:
                 f"{f.get('error') or 'no error recorded'}. Its records up to the failure are shown."
             )
     for problem in data.problems:
-        if problem.endswith((NO_HEADER, EMPTY + "; left out")):
+        if problem.endswith((NO_HEADER, EMPTY + "; left out")) or OTHER_CONFIG in problem:
             out.append(f"Results file: {problem}.")
             continue
         out.append(

@@ -110,6 +110,9 @@ class ResultsError(ValueError):
 # exit 2 and a caveat, whether the file or its directory is named)
 EMPTY = "empty: no header or record line"
 NO_HEADER = "no header line: the run's config, hardware, versions and seeds are unknown; its records are shown"
+# what ``load`` says of records of another config than the run directory's own (its first run's):
+# the run refuses such a directory, the report sets them aside (a problem: exit 2 and a caveat)
+OTHER_CONFIG = "set aside, not shown: a run directory holds one config's records"
 
 
 def find_results(paths: Iterable[Path | str]) -> list[Path]:
@@ -149,8 +152,14 @@ def load(names: Iterable[Path | str]) -> RunData:
         elif not any(o.get("type") == "header" for o in found.objects):  # (damage names a damaged header itself)
             problems.append(f"{f}: {NO_HEADER}")
         started = cpu = gpu = None  # the (re)start that wrote the records that follow: its header's time, CPU and GPU
+        own, current, aside = (found.config_hashes() or [None])[0], None, {}
         for obj in found.objects:
             kind = obj.get("type")
+            current = obj.get("config_hash", current) if kind == "header" else current
+            theirs = obj.get("config_hash") if kind == "record" else current
+            if own is not None and theirs is not None and theirs != own:  # another config's: set aside
+                aside[theirs] = aside.get(theirs, 0) + (kind == "record")
+                continue
             if kind == "record":  # "cpu": the processor that computed it (a CUDA record's GPU, not its host)
                 rows.append({**obj, "run_dir": run_dir, "run_start": started, "cpu": gpu if obj.get("device") == "cuda" and gpu else cpu})
             elif kind == "header":
@@ -159,6 +168,9 @@ def load(names: Iterable[Path | str]) -> RunData:
                 started, cpu, gpu = obj.get("started"), hw.get("cpu"), hw.get("gpu")
             elif kind == "footer":
                 footers.append({**obj, "run_dir": run_dir})
+        if aside:
+            what = ", ".join(f"{n} records of config {h}" for h, n in aside.items())
+            problems.append(f"{f}: {what} {OTHER_CONFIG} (config {own})")
     if empty and len(empty) == len(files):
         raise ResultsError(
             f"{empty[0]}: {EMPTY}" if len(empty) == 1 else f"{len(empty)} results files, every one {EMPTY} ({empty[0]}, ...)"
