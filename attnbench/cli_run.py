@@ -142,14 +142,12 @@ def run(cfg: DictConfig, run_dir: Path) -> None:
 
 def _context(cfg: DictConfig, run_dir: Path, recorder, device, main: bool) -> RunContext:
     """The run's context (its cells done on any process), after saying what a repair removed and what runs."""
-    from rich.console import Console
-
     from . import distributed
-    from .runner import RunContext
+    from .runner import RunContext, text_console
 
     recorder.done_cells = distributed.from_main(lambda: recorder.done_cells)
     ctx = RunContext(
-        cfg=cfg, run_dir=run_dir, recorder=recorder, device=device, console=Console(stderr=True, soft_wrap=True, quiet=not main)
+        cfg=cfg, run_dir=run_dir, recorder=recorder, device=device, console=text_console(quiet=not main)
     )
     if main and recorder.repaired.summary():  # the summary says what happens to each line and cell
         ctx.console.print(
@@ -157,7 +155,7 @@ def _context(cfg: DictConfig, run_dir: Path, recorder, device, main: bool) -> Ru
             markup=False,
             highlight=False,
         )
-    ctx.console.print(f"[bold]attnbench[/] exp={cfg.exp.name} designs={','.join(ctx.design_names)} device={device} run_dir={run_dir}")
+    ctx.console.print(f"attnbench exp={cfg.exp.name} designs={','.join(ctx.design_names)} device={device} run_dir={run_dir}")
     return ctx
 
 

@@ -49,13 +49,19 @@ def seed_everything(seed: int) -> dict[str, int]:
     return {"python": seed, "numpy": seed, "torch": seed}
 
 
+def text_console(**kwargs: Any) -> Console:
+    """The run's console (stderr): what it prints is text, paths and user values as they are (no
+    Rich markup, emoji codes or highlighting: a run directory named ``exp.designs=[softmax]``)."""
+    return Console(stderr=True, soft_wrap=True, markup=False, emoji=False, highlight=False, **kwargs)
+
+
 @dataclass
 class RunContext:
     cfg: DictConfig
     run_dir: Path
     recorder: Recorder
     device: torch.device
-    console: Console = field(default_factory=lambda: Console(stderr=True, soft_wrap=True))
+    console: Console = field(default_factory=text_console)
     last_line: str = ""  # the experiment's closing word, printed after the sinks' lines (longctx.budget_summary)
     train_s: float = 0.0  # seconds spent getting the models, training any not trained yet (longctx keeps them out of exp.budget)
 
