@@ -77,7 +77,7 @@ def run(cfg: DictConfig, run_dir: Path) -> None:
     from .heap import keep_freed_memory
     from .kernels import force
     from .results import Recorder
-    from .runner import config_dict, config_hash, resolve_device, seed_everything
+    from .runner import BudgetSpent, config_dict, config_hash, resolve_device, seed_everything
 
     # SIGTERM finishes the run partially (exit 143); in a distributed run distributed.session
     # owns SIGTERM (torchrun stopping the job: one line, exit 143, no teardown)
@@ -112,6 +112,9 @@ def run(cfg: DictConfig, run_dir: Path) -> None:
         with force(None if cfg.backend == "auto" else cfg.backend):
             runner(cfg.exp.name)(ctx)
         status = "completed"
+    except BudgetSpent as spent:  # exp.budget ran out at a cell boundary: the stop is recorded, the run completed
+        budget_stop(ctx, spent)
+        status = "completed"
     except KeyboardInterrupt as ex:  # Ctrl-C or SIGTERM: finish like a run, partially
         for sig in (signal.SIGINT, signal.SIGTERM):  # a second signal ends the process at once
             signal.signal(sig, signal.SIG_DFL)
@@ -143,12 +146,15 @@ def run(cfg: DictConfig, run_dir: Path) -> None:
 def _context(cfg: DictConfig, run_dir: Path, recorder, device, main: bool) -> RunContext:
     """The run's context (its cells done on any process), after saying what a repair removed and what runs."""
     from . import distributed
-    from .runner import RunContext, text_console
+    from .config import parse_duration
+    from .runner import CELL_BUDGET, RunContext, text_console
 
     recorder.done_cells = distributed.from_main(lambda: recorder.done_cells)
     ctx = RunContext(
         cfg=cfg, run_dir=run_dir, recorder=recorder, device=device, console=text_console(quiet=not main)
     )
+    if cfg.exp.name in CELL_BUDGET:
+        ctx.budget_s = parse_duration(cfg.exp.budget)
     if main and recorder.repaired.summary():  # the summary says what happens to each line and cell
         ctx.console.print(
             f"attnbench: {recorder.repaired.summary()}; repaired: the removed lines are kept in {recorder.path.name}.damaged",
@@ -157,6 +163,19 @@ def _context(cfg: DictConfig, run_dir: Path, recorder, device, main: bool) -> Ru
         )
     ctx.console.print(f"attnbench exp={cfg.exp.name} designs={','.join(ctx.design_names)} device={device} run_dir={run_dir}")
     return ctx
+
+
+def budget_stop(ctx: RunContext, spent) -> None:
+    """Record where exp.budget stopped a CELL_BUDGET experiment (a ``skipped`` record, note
+    ``budget``: the cell not started and every one after it), and say it in the run's last line."""
+    from .results_integrity import cell_name
+
+    where = cell_name(spent.cell.coords, spent.cell.key)
+    note = f"budget: exp.budget={ctx.cfg.exp.budget} spent after {spent.spent_s:.1f} s; this cell and the ones after it not run"
+    design = spent.cell.coords.get("design") or "all"
+    row = ctx.make_record(design, "budget/stopped_at", where, "cell", "skipped", note=note)
+    ctx.recorder.write_cell(f"budget-{time.time_ns()}", [row], {"budget": "stopped", "at": where})
+    ctx.last_line = f"attnbench: {note} (from {where}); rerun the same command to continue, or raise exp.budget"
 
 
 def planned_sinks(cfg: DictConfig, main: bool) -> list[str]:
