@@ -41,7 +41,7 @@ from .cli_checks import EXIT_BAD_INPUT, EXIT_SIGINT, EXIT_SIGTERM, check_group_c
 from .cli_checks import prepare_or_exit, sweep_errors, task_config, typed_overrides
 from .cli_checks import config_error as config_error  # re-exported: the tests and the launchers call it here
 from .cli_checks import prepare as prepare  # re-exported: the tests call cli.prepare, cli.run and cli.disk_full
-from .cli_run import Terminated, _raise_terminated, disk_full, run
+from .cli_run import FINISHED, Terminated, _raise_terminated, disk_full, exit_now, run
 from .config import ConfigError
 from .rundir import RunDirError
 
@@ -202,7 +202,13 @@ def main(argv: list[str] | None = None) -> None:
     mask_console()  # every line on the console, errors and tracebacks included, has its secrets masked
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "report":
-        sys.exit(report_main(argv[1:]))
+        signal.signal(signal.SIGTERM, _raise_terminated)
+        try:
+            sys.exit(report_main(argv[1:]))
+        except KeyboardInterrupt as ex:  # Ctrl-C or SIGTERM: the report's files are written whole or not at all
+            name, code = ("SIGTERM", EXIT_SIGTERM) if isinstance(ex, Terminated) else ("SIGINT (Ctrl-C)", EXIT_SIGINT)
+            print(f"attnbench: report: {name}; the report was not finished, rerun the same command", file=sys.stderr)
+            sys.exit(code)
     if argv and argv[0] == "dashboard":
         from .dashboard import main as dashboard_main
 
@@ -221,9 +227,10 @@ def main(argv: list[str] | None = None) -> None:
         hydra_entry()
     except (ConfigError, HydraException, OmegaConfBaseException) as ex:
         fail(one_line(ex), config=True)
-    except KeyboardInterrupt as ex:  # a signal before the run started (run() handles its own)
+    except KeyboardInterrupt as ex:  # a signal before the run started, or after it ended (run() handles its own)
         name = "SIGTERM" if isinstance(ex, Terminated) else "SIGINT (Ctrl-C)"
-        print(f"attnbench: {name} before the run started; no cell ran, rerun the same command to start", file=sys.stderr)
+        when = "while exiting; the run and its sinks were written" if FINISHED else "before the run started; no cell ran, rerun the same command to start"
+        print(f"attnbench: {name} {when}", file=sys.stderr)
         sys.exit(EXIT_SIGTERM if isinstance(ex, Terminated) else EXIT_SIGINT)
     except OSError as ex:
         line = disk_full(ex, Path.cwd())
@@ -231,6 +238,8 @@ def main(argv: list[str] | None = None) -> None:
             raise
         print(line, file=sys.stderr)
         sys.exit(1)
+    for sig in (signal.SIGINT, signal.SIGTERM):  # over: a signal while Python shuts down (atexit) ends it in one line
+        signal.signal(sig, exit_now)
 
 
 if __name__ == "__main__":

@@ -20,6 +20,22 @@ if TYPE_CHECKING:
     from .runner import RunContext
 
 
+FINISHED: list[Path] = []  # run directories whose run and sinks are over (a later signal only cuts the exit)
+
+
+def exit_now(signum, frame) -> NoReturn:
+    """A signal once the run is over and written (Hydra's last callbacks, atexit: W&B, logging):
+    one line and 130/143 at once, never an ``Exception ignored in atexit callback`` traceback."""
+    import os
+
+    name, code = ("SIGTERM", EXIT_SIGTERM) if signum == signal.SIGTERM else ("SIGINT", EXIT_SIGINT)
+    try:
+        sys.stderr.write(f"attnbench: {name} while exiting; the run and its sinks were written\n")
+        sys.stderr.flush()
+    finally:
+        os._exit(code)
+
+
 class Terminated(KeyboardInterrupt):
     """SIGTERM (sent by SLURM, Docker, `timeout`), handled like Ctrl-C: a KeyboardInterrupt, so that
     every ``except KeyboardInterrupt`` (training saves its checkpoint) sees it too."""
@@ -53,18 +69,54 @@ def _raise_cut(signum, frame) -> NoReturn:
 
 
 def disk_full(ex: BaseException, where: Path) -> str | None:
-    """The one line for a write the disk could not take (ENOSPC, a quota), anywhere in ``ex``'s chain; else None."""
+    """The one line for a write the disk could not take (ENOSPC, a quota, a file-size limit:
+    EFBIG), anywhere in ``ex``'s chain; else None."""
+    import errno
+
     from .results import DISK_FULL, DiskFull, free_bytes
 
     seen: BaseException | None = ex
     while seen is not None:
         if isinstance(seen, DiskFull):
             return f"attnbench: {seen}"
-        if isinstance(seen, OSError) and seen.errno in DISK_FULL:
+        if isinstance(seen, OSError) and seen.errno in (*DISK_FULL, errno.EFBIG):
             path = Path(seen.filename) if seen.filename else where
+            if seen.errno == errno.EFBIG:
+                return f"attnbench: file size limit reached writing {path} (ulimit -f); the records so far are kept"
             return f"attnbench: disk full writing {path}: {free_bytes(path):,} bytes free"
         seen = seen.__cause__ or seen.__context__
     return None
+
+
+def out_of_memory(ex: BaseException) -> str | None:
+    """The one line for a failure to allocate memory (MemoryError, torch's allocators), anywhere in ``ex``'s chain; else None."""
+    seen: BaseException | None = ex
+    while seen is not None:
+        text = str(seen)
+        if isinstance(seen, MemoryError) or (
+            isinstance(seen, RuntimeError) and ("out of memory" in text.lower() or "can't allocate memory" in text or "DefaultCPUAllocator" in text)
+        ):
+            return f"attnbench: out of memory ({describe(seen)[:200]}); the records so far are kept, the footer says failed"
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
+def log_traceback(ex: BaseException, run_dir: Path) -> Path:
+    """Append ``ex``'s traceback (secrets masked) to the run's log file (Hydra's job log, else
+    RUN_DIR/attnbench.log): the console gets one line, the log the whole story."""
+    import logging
+    import traceback
+
+    from .redact import redact
+
+    files = [Path(h.baseFilename) for h in logging.getLogger().handlers if isinstance(h, logging.FileHandler)]
+    path = next((f for f in files if f.parent == Path(run_dir).absolute()), run_dir / "attnbench.log")
+    try:
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(redact("".join(traceback.format_exception(ex))))
+    except OSError:
+        pass  # the disk that failed the run may not take the log either: the one line still says what happened
+    return path
 
 
 def run(cfg: DictConfig, run_dir: Path) -> None:
@@ -123,6 +175,7 @@ def run(cfg: DictConfig, run_dir: Path) -> None:
     except BaseException as ex:
         failure, error = ex, describe(ex)
     full = disk_full(failure, run_dir) if failure is not None else None
+    oom = out_of_memory(failure) if failure is not None and full is None else None
     if status != "interrupted":  # a signal while finishing cuts the remaining sinks (one line, 130/143)
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, _raise_cut)
@@ -130,8 +183,8 @@ def run(cfg: DictConfig, run_dir: Path) -> None:
     if status != "interrupted" and sinks_code in (0, 1):  # not cut: the handlers go back as they were
         signal.signal(signal.SIGTERM, previous)
         signal.signal(signal.SIGINT, previous_int)
-    if full is not None:
-        print(full, file=sys.stderr)
+    if full is not None or oom is not None:  # one line; the traceback goes to the run's log
+        print(f"{full or oom}; traceback in {log_traceback(failure, run_dir)}", file=sys.stderr)  # type: ignore[arg-type]
         sys.exit(1)
     if sinks_code > 1:  # a signal cut the sinks (its line is printed)
         if failure is not None:  # the run had failed already: that stays the news (a torchrun rank's line, exit 1)
@@ -139,6 +192,7 @@ def run(cfg: DictConfig, run_dir: Path) -> None:
         sys.exit(sinks_code)
     if failure is not None:
         raise failure
+    FINISHED.append(run_dir)
     if code or sinks_code:
         sys.exit(code or sinks_code)
 
@@ -277,7 +331,7 @@ def finish_run(cfg: DictConfig, run_dir: Path, console, status: str, done: list[
                 line = disk_full(ex, run_dir)
                 if line is not None:
                     console.print(line, markup=False, highlight=False)
-                    code = 1
+                    return 1  # the disk is full: W&B's files would fail on it too (a second error)
                 else:
                     console.print(
                         f"report: failed ({type(ex).__name__}: {ex}); records are intact; retry with `python -m attnbench report {run_dir}`"
