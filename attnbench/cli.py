@@ -229,7 +229,11 @@ def main(argv: list[str] | None = None) -> None:
         fail(one_line(ex), config=True)
     except KeyboardInterrupt as ex:  # a signal before the run started, or after it ended (run() handles its own)
         name = "SIGTERM" if isinstance(ex, Terminated) else "SIGINT (Ctrl-C)"
-        when = "while exiting; the run and its sinks were written" if FINISHED else "before the run started; no cell ran, rerun the same command to start"
+        when = (
+            "while exiting; the run and its sinks were written"
+            if FINISHED
+            else "before the run started; no cell ran, rerun the same command to start"
+        )
         print(f"attnbench: {name} {when}", file=sys.stderr)
         sys.exit(EXIT_SIGTERM if isinstance(ex, Terminated) else EXIT_SIGINT)
     except OSError as ex:

@@ -94,7 +94,8 @@ def out_of_memory(ex: BaseException) -> str | None:
     while seen is not None:
         text = str(seen)
         if isinstance(seen, MemoryError) or (
-            isinstance(seen, RuntimeError) and ("out of memory" in text.lower() or "can't allocate memory" in text or "DefaultCPUAllocator" in text)
+            isinstance(seen, RuntimeError)
+            and ("out of memory" in text.lower() or "can't allocate memory" in text or "DefaultCPUAllocator" in text)
         ):
             return f"attnbench: out of memory ({describe(seen)[:200]}); the records so far are kept, the footer says failed"
         seen = seen.__cause__ or seen.__context__
@@ -204,9 +205,7 @@ def _context(cfg: DictConfig, run_dir: Path, recorder, device, main: bool) -> Ru
     from .runner import CELL_BUDGET, RunContext, text_console
 
     recorder.done_cells = distributed.from_main(lambda: recorder.done_cells)
-    ctx = RunContext(
-        cfg=cfg, run_dir=run_dir, recorder=recorder, device=device, console=text_console(quiet=not main)
-    )
+    ctx = RunContext(cfg=cfg, run_dir=run_dir, recorder=recorder, device=device, console=text_console(quiet=not main))
     if cfg.exp.name in CELL_BUDGET:
         ctx.budget_s = parse_duration(cfg.exp.budget)
     if main and recorder.repaired.summary():  # the summary says what happens to each line and cell

@@ -47,7 +47,9 @@ def validate_designs(cfg) -> None:
         if name not in cfg.attention:
             raise ConfigError(f"exp.designs[{i}]", name, f"one of {', '.join(known)}")
         if name in list(cfg.exp.designs)[:i]:
-            raise ConfigError(f"exp.designs[{i}]", name, f"repeated (exp.designs[{list(cfg.exp.designs).index(name)}]); name each design once")
+            raise ConfigError(
+                f"exp.designs[{i}]", name, f"repeated (exp.designs[{list(cfg.exp.designs).index(name)}]); name each design once"
+            )
     listed = listed_designs(cfg.exp.name) if not cfg.exp.designs else []
     if listed:
         raise ConfigError("exp.designs", [], f"at least one design (+exp={cfg.exp.name} runs {', '.join(listed)})")

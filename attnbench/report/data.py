@@ -152,14 +152,9 @@ def load(names: Iterable[Path | str]) -> RunData:
         elif not any(o.get("type") == "header" for o in found.objects):  # (damage names a damaged header itself)
             problems.append(f"{f}: {NO_HEADER}")
         started = cpu = gpu = None  # the (re)start that wrote the records that follow: its header's time, CPU and GPU
-        own, current, aside = (found.config_hashes() or [None])[0], None, {}
-        for obj in found.objects:
+        objects, own, aside = own_config(found.objects, found.config_hashes())
+        for obj in objects:
             kind = obj.get("type")
-            current = obj.get("config_hash", current) if kind == "header" else current
-            theirs = obj.get("config_hash") if kind == "record" else current
-            if own is not None and theirs is not None and theirs != own:  # another config's: set aside
-                aside[theirs] = aside.get(theirs, 0) + (kind == "record")
-                continue
             if kind == "record":  # "cpu": the processor that computed it (a CUDA record's GPU, not its host)
                 rows.append({**obj, "run_dir": run_dir, "run_start": started, "cpu": gpu if obj.get("device") == "cuda" and gpu else cpu})
             elif kind == "header":
@@ -214,6 +209,22 @@ def load(names: Iterable[Path | str]) -> RunData:
     train = training(df, headers)
     df = add_learned(df, train).copy()  # one block per dtype again after the added columns
     return RunData(df, headers, footers, files, problems, train)
+
+
+def own_config(objects: list[dict], hashes: list[str]) -> tuple[list[dict], str | None, dict[str, int]]:
+    """A file's lines of its own config (its first run's, as the run holds it): the lines kept,
+    that config's hash, and the record count set aside per other config hash."""
+    own, current, kept = (hashes[0] if hashes else None), None, []
+    aside: dict[str, int] = {}
+    for obj in objects:
+        kind = obj.get("type")
+        current = obj.get("config_hash", current) if kind == "header" else current
+        theirs = obj.get("config_hash") if kind == "record" else current
+        if own is not None and theirs is not None and theirs != own:
+            aside[theirs] = aside.get(theirs, 0) + (kind == "record")
+        else:
+            kept.append(obj)
+    return kept, own, aside
 
 
 def _number(value):
