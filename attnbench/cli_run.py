@@ -185,7 +185,8 @@ def run(cfg: DictConfig, run_dir: Path) -> None:
         signal.signal(signal.SIGTERM, previous)
         signal.signal(signal.SIGINT, previous_int)
     if full is not None or oom is not None:  # one line; the traceback goes to the run's log
-        print(f"{full or oom}; traceback in {log_traceback(failure, run_dir)}", file=sys.stderr)  # type: ignore[arg-type]
+        log = log_traceback(failure, run_dir)  # type: ignore[arg-type]
+        print(full or f"{oom}; traceback in {log}", file=sys.stderr)
         sys.exit(1)
     if sinks_code > 1:  # a signal cut the sinks (its line is printed)
         if failure is not None:  # the run had failed already: that stays the news (a torchrun rank's line, exit 1)
