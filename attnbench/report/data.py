@@ -13,6 +13,7 @@ from typing import Iterable
 import pandas as pd
 
 from attnbench.designs import DESIGN_ORDER  # the order tables and legends list designs in; unknown names follow alphabetically
+from attnbench.names import EXPERIMENTS
 from attnbench.results import scan
 from attnbench.verdicts.quality import add_learned, add_levels
 from attnbench.verdicts.quality_training import training
@@ -212,8 +213,11 @@ def load(names: Iterable[Path | str]) -> RunData:
 
 
 def own_config(objects: list[dict], hashes: list[str]) -> tuple[list[dict], str | None, dict[str, int]]:
-    """A file's lines of its own config (its first run's, as the run holds it): the lines kept,
-    that config's hash, and the record count set aside per other config hash."""
+    """A file's lines of its own config (its first run's, as the CLI holds a run directory to one
+    config): the lines kept, that config's hash, and the record count set aside per other config
+    hash. A standalone probe's file (an exp the CLI does not run) may hold several configs."""
+    if not objects or objects[0].get("exp") not in EXPERIMENTS:
+        return objects, None, {}
     own, current, kept = (hashes[0] if hashes else None), None, []
     aside: dict[str, int] = {}
     for obj in objects:
