@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import time
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -17,6 +18,21 @@ from attnbench.config import execution_free, parse_duration, selected_designs
 from .config.schema import hashed_sections
 from attnbench.records.write import Recorder
 from attnbench.basics import stable_hash
+
+# Experiments whose budget is spent cell by cell (``RunContext.cell``): the others plan their
+# own cells against exp.budget (longctx's grid, crossover's sweep, the trainings' token budgets)
+# or run unbounded (presets, kernels_cpu, msa_speedup: their sizes are fixed by the config).
+CELL_BUDGET = ("smoke", "kv_memory", "serving", "capacity")
+
+
+class BudgetSpent(Exception):
+    """exp.budget ran out: raised at the next cell boundary, before the cell's work (attnbench.cli_run
+    records the stop ``skipped`` and ends the run completed)."""
+
+    def __init__(self, cell: "Cell", spent_s: float):
+        super().__init__(cell.coords)
+        self.cell, self.spent_s = cell, spent_s
+
 
 # Keys that say where, how loudly or how a run happens, not what it computes.
 NOT_IN_HASH = ("hydra", "wandb", "report", "threads", "force", "lock")
@@ -57,6 +73,10 @@ class Budget:
 
     text: str
     seconds: float
+def text_console(**kwargs: Any) -> Console:
+    """The run's console (stderr): what it prints is text, paths and user values as they are (no
+    Rich markup, emoji codes or highlighting: a run directory named ``exp.designs=[softmax]``)."""
+    return Console(stderr=True, soft_wrap=True, markup=False, emoji=False, highlight=False, **kwargs)
 
 
 @dataclass
@@ -65,9 +85,11 @@ class RunContext:
     run_dir: Path
     recorder: Recorder
     device: torch.device
-    console: Console = field(default_factory=lambda: Console(stderr=True, soft_wrap=True))
+    console: Console = field(default_factory=text_console)
     last_line: str = ""  # the experiment's closing word, printed after the sinks' lines (longctx.budget_summary)
     train_s: float = 0.0  # seconds spent getting the models, training any not trained yet (longctx keeps them out of exp.budget)
+    budget_s: float | None = None  # exp.budget, for the experiments of CELL_BUDGET (None: the experiment plans its own)
+    started: float = field(default_factory=time.perf_counter)
 
     @cached_property
     def budget(self) -> Budget:
@@ -98,8 +120,13 @@ class RunContext:
         return rec
 
     def cell(self, **key: Any) -> "Cell":
-        """A unit of work whose records are written together; ``cell.done`` if an earlier run did it."""
-        return Cell(self, stable_hash({"config": self.recorder.config_hash, **key}), key)
+        """A unit of work whose records are written together; ``cell.done`` if an earlier run did it.
+        Raises ``BudgetSpent`` for a cell still to do once ``budget_s`` is spent (training excluded)."""
+        cell = Cell(self, stable_hash({"config": self.recorder.config_hash, **key}), key)
+        spent = time.perf_counter() - self.started - self.train_s
+        if self.budget_s is not None and not cell.done and spent > self.budget_s:
+            raise BudgetSpent(cell, spent)
+        return cell
 
 
 class Cell:

@@ -240,7 +240,8 @@ def test_missing_experiment_names_the_choices(tmp_path):
 
 def test_smoke_runs_end_to_end(tmp_path):
     # no wall-clock assertion (CI machines are shared); the timeout only stops a hang
-    res = run_cli("+exp=smoke", f"hydra.run.dir={tmp_path}/run", cwd=tmp_path, timeout=600)
+    # exp.budget raised: on a loaded machine smoke's 60 s would stop it part-way (tests/test_unchecked_input.py tests that)
+    res = run_cli("+exp=smoke", "exp.budget=1h", f"hydra.run.dir={tmp_path}/run", cwd=tmp_path, timeout=600)
     assert res.returncode == 0, res.stderr[-3000:]
     lines = [json.loads(l) for l in (tmp_path / "run" / "results.jsonl").read_text().splitlines()]
     header, records = lines[0], [l for l in lines[1:] if l["type"] == "record"]

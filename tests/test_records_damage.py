@@ -145,3 +145,39 @@ def test_report_counts_duplicate_records_once_and_says_so(tmp_path):
         code = report_main([str(run), "--no-pdf"])
     assert code == 2 and len(err.getvalue().strip().splitlines()) == 1 and "duplicate" in err.getvalue()
     assert "duplicate records are counted once" in (run / "report.html").read_text()
+
+
+def test_report_sets_another_configs_cell_aside_with_a_caveat_and_rc_2(tmp_path):
+    """A whole committed cell of another config appended (valid checksums): the run refuses the
+    directory; the report sets those records aside, says so in one line and a caveat, exits 2."""
+    import contextlib
+    import io
+
+    from attnbench.cli import report_main
+
+    run = tmp_path / "run"
+    path = run / "results.jsonl"
+    finished(path).close("completed", 1.0)
+    foreign = Recorder(path, "smoke", {}, "h1")
+    rows = [foreign.make(design="lightning", layout="L", metric="smoke/m0", value=123456789, unit="ratio", status="measured")]
+    foreign.write_cell("cell-foreign", rows, {"design": "lightning"})
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        code = report_main([str(run), "--no-pdf"])
+    lines = err.getvalue().strip().splitlines()
+    assert code == 2 and len(lines) == 1 and "config h1" in lines[0] and "h0" in lines[0], err.getvalue()
+    page = (run / "report.html").read_text()
+    assert "123456789" not in page and "123,456,789" not in page and "1.23e+08" not in page
+    assert "set aside" in page
+
+
+def test_a_repaired_header_is_line_1(tmp_path):
+    """A damaged header is removed by the repair; the next run's header goes first, not after the records."""
+    path = tmp_path / "results.jsonl"
+    finished(path)
+    lines = lines_of(path)
+    path.write_bytes(b"garbage" + lines[0][7:] + b"\n" + b"".join(l + b"\n" for l in lines[1:]))
+    Recorder(path, "smoke", {}, "h0")
+    first = json.loads(lines_of(path)[0])
+    assert first["type"] == "header" and first["config_hash"] == "h0"
+    assert scan(path).done_cells == {"cell-softmax", "cell-msa"}

@@ -31,6 +31,7 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from hydra.errors import HydraException
 from hydra.experimental.callback import Callback
+from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
@@ -38,7 +39,7 @@ from attnbench import config as config_mod
 from attnbench.records import rundir
 from attnbench.cli.preflight import EXIT_BAD_INPUT, EXIT_SIGINT, EXIT_SIGTERM, check_group_choices, fail, job_dir, one_line
 from attnbench.cli.preflight import prepare_or_exit, sweep_errors, task_config, typed_overrides
-from attnbench.cli.run import Terminated, _raise_terminated, disk_full, run
+from attnbench.cli.run import FINISHED, Terminated, _raise_terminated, disk_full, exit_now, run
 from attnbench.config import ConfigError
 from attnbench.records.rundir import RunDirError
 
@@ -105,13 +106,23 @@ class Guard(Callback):
             sys.exit(EXIT_BAD_INPUT)
 
     def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
-        """Mask secrets in the files Hydra just wrote (.hydra/*.yaml hold the overrides as typed)."""
-        from attnbench.records.redact import redact
+        """Mask secrets in the files Hydra just wrote (.hydra/*.yaml hold the overrides as typed,
+        a sweep's multirun.yaml too), in whatever YAML style Hydra gave them."""
+        from attnbench.records.redact import redact_yaml_file
 
-        for f in Path(str(config.hydra.runtime.output_dir), str(config.hydra.output_subdir or ".hydra")).glob("*.yaml"):
-            text = f.read_text()
-            if redact(text) != text:
-                f.write_text(redact(text))
+        files = list(Path(str(config.hydra.runtime.output_dir), str(config.hydra.output_subdir or ".hydra")).glob("*.yaml"))
+        if config.hydra.mode == RunMode.MULTIRUN:
+            files.append(Path(str(config.hydra.sweep.dir), "multirun.yaml"))
+        for f in files:
+            if f.is_file():
+                redact_yaml_file(f)
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        from attnbench.records.redact import redact_yaml_file
+
+        f = Path(str(config.hydra.sweep.dir), "multirun.yaml")
+        if f.is_file():
+            redact_yaml_file(f)
 
     def on_job_end(self, config: DictConfig, job_return: Any, **kwargs: Any) -> None:
         rundir.release(Path(str(config.hydra.runtime.output_dir)))
@@ -189,7 +200,13 @@ def main(argv: list[str] | None = None) -> None:
     mask_console()  # every line on the console, errors and tracebacks included, has its secrets masked
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "report":
-        sys.exit(report_main(argv[1:]))
+        signal.signal(signal.SIGTERM, _raise_terminated)
+        try:
+            sys.exit(report_main(argv[1:]))
+        except KeyboardInterrupt as ex:  # Ctrl-C or SIGTERM: the report's files are written whole or not at all
+            name, code = ("SIGTERM", EXIT_SIGTERM) if isinstance(ex, Terminated) else ("SIGINT (Ctrl-C)", EXIT_SIGINT)
+            print(f"attnbench: report: {name}; the report was not finished, rerun the same command", file=sys.stderr)
+            sys.exit(code)
     if argv and argv[0] == "dashboard":
         from attnbench.tracking.dashboard import main as dashboard_main
 
@@ -208,9 +225,14 @@ def main(argv: list[str] | None = None) -> None:
         hydra_entry()
     except (ConfigError, HydraException, OmegaConfBaseException) as ex:
         fail(one_line(ex), config=True)
-    except KeyboardInterrupt as ex:  # a signal before the run started (run() handles its own)
+    except KeyboardInterrupt as ex:  # a signal before the run started, or after it ended (run() handles its own)
         name = "SIGTERM" if isinstance(ex, Terminated) else "SIGINT (Ctrl-C)"
-        print(f"attnbench: {name} before the run started; no cell ran, rerun the same command to start", file=sys.stderr)
+        when = (
+            "while exiting; the run and its sinks were written"
+            if FINISHED
+            else "before the run started; no cell ran, rerun the same command to start"
+        )
+        print(f"attnbench: {name} {when}", file=sys.stderr)
         sys.exit(EXIT_SIGTERM if isinstance(ex, Terminated) else EXIT_SIGINT)
     except OSError as ex:
         line = disk_full(ex, Path.cwd())
@@ -218,6 +240,8 @@ def main(argv: list[str] | None = None) -> None:
             raise
         print(line, file=sys.stderr)
         sys.exit(1)
+    for sig in (signal.SIGINT, signal.SIGTERM):  # over: a signal while Python shuts down (atexit) ends it in one line
+        signal.signal(sig, exit_now)
 
 
 if __name__ == "__main__":

@@ -185,6 +185,14 @@ def prepare_or_exit(cfg: DictConfig, run_dir: Path) -> None:
         fail(one_line(ex), config=True)
     except RunDirError as ex:
         fail(str(ex))
+    except OSError as ex:  # a disk full already: name the directory, one line (a callback's exception would be a warning)
+        from .cli_run import disk_full
+
+        line = disk_full(ex, run_dir)
+        if line is None:
+            raise
+        print(line, file=sys.stderr)
+        sys.exit(1)
     except KeyboardInterrupt:  # Ctrl-C while waiting for another run's lock: nothing started yet
         print("attnbench: interrupted before the run started; nothing recorded", file=sys.stderr)
         sys.exit(EXIT_SIGINT)

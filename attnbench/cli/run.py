@@ -20,6 +20,22 @@ if TYPE_CHECKING:
     from attnbench.runner import RunContext
 
 
+FINISHED: list[Path] = []  # run directories whose run and sinks are over (a later signal only cuts the exit)
+
+
+def exit_now(signum, frame) -> NoReturn:
+    """A signal once the run is over and written (Hydra's last callbacks, atexit: W&B, logging):
+    one line and 130/143 at once, never an ``Exception ignored in atexit callback`` traceback."""
+    import os
+
+    name, code = ("SIGTERM", EXIT_SIGTERM) if signum == signal.SIGTERM else ("SIGINT", EXIT_SIGINT)
+    try:
+        sys.stderr.write(f"attnbench: {name} while exiting; the run and its sinks were written\n")
+        sys.stderr.flush()
+    finally:
+        os._exit(code)
+
+
 class Terminated(KeyboardInterrupt):
     """SIGTERM (sent by SLURM, Docker, `timeout`), handled like Ctrl-C: a KeyboardInterrupt, so that
     every ``except KeyboardInterrupt`` (training saves its checkpoint) sees it too."""
@@ -53,18 +69,55 @@ def _raise_cut(signum, frame) -> NoReturn:
 
 
 def disk_full(ex: BaseException, where: Path) -> str | None:
-    """The one line for a write the disk could not take (ENOSPC, a quota), anywhere in ``ex``'s chain; else None."""
+    """The one line for a write the disk could not take (ENOSPC, a quota, a file-size limit:
+    EFBIG), anywhere in ``ex``'s chain; else None."""
+    import errno
+
     from attnbench.records.write import DISK_FULL, DiskFull, free_bytes
 
     seen: BaseException | None = ex
     while seen is not None:
         if isinstance(seen, DiskFull):
             return f"attnbench: {seen}"
-        if isinstance(seen, OSError) and seen.errno in DISK_FULL:
+        if isinstance(seen, OSError) and seen.errno in (*DISK_FULL, errno.EFBIG):
             path = Path(seen.filename) if seen.filename else where
+            if seen.errno == errno.EFBIG:
+                return f"attnbench: file size limit reached writing {path} (ulimit -f); the records so far are kept"
             return f"attnbench: disk full writing {path}: {free_bytes(path):,} bytes free"
         seen = seen.__cause__ or seen.__context__
     return None
+
+
+def out_of_memory(ex: BaseException) -> str | None:
+    """The one line for a failure to allocate memory (MemoryError, torch's allocators), anywhere in ``ex``'s chain; else None."""
+    seen: BaseException | None = ex
+    while seen is not None:
+        text = str(seen)
+        if isinstance(seen, MemoryError) or (
+            isinstance(seen, RuntimeError)
+            and ("out of memory" in text.lower() or "can't allocate memory" in text or "DefaultCPUAllocator" in text)
+        ):
+            return f"attnbench: out of memory ({describe(seen)[:200]}); the records so far are kept, the footer says failed"
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
+def log_traceback(ex: BaseException, run_dir: Path) -> Path:
+    """Append ``ex``'s traceback (secrets masked) to the run's log file (Hydra's job log, else
+    RUN_DIR/attnbench.log): the console gets one line, the log the whole story."""
+    import logging
+    import traceback
+
+    from attnbench.records.redact import redact
+
+    files = [Path(h.baseFilename) for h in logging.getLogger().handlers if isinstance(h, logging.FileHandler)]
+    path = next((f for f in files if f.parent == Path(run_dir).absolute()), run_dir / "attnbench.log")
+    try:
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(redact("".join(traceback.format_exception(ex))))
+    except OSError:
+        pass  # the disk that failed the run may not take the log either: the one line still says what happened
+    return path
 
 
 def run(cfg: DictConfig, run_dir: Path) -> None:
@@ -77,7 +130,7 @@ def run(cfg: DictConfig, run_dir: Path) -> None:
     from attnbench.heap import keep_freed_memory
     from attnbench.kernels import force
     from attnbench.records.write import Recorder
-    from attnbench.runner import config_dict, config_hash, resolve_device, seed_everything
+    from attnbench.runner import BudgetSpent, config_dict, config_hash, resolve_device, seed_everything
 
     # SIGTERM finishes the run partially (exit 143); in a distributed run distributed.session
     # owns SIGTERM (torchrun stopping the job: one line, exit 143, no teardown)
@@ -112,6 +165,9 @@ def run(cfg: DictConfig, run_dir: Path) -> None:
         with force(None if cfg.backend == "auto" else cfg.backend):
             runner(cfg.exp.name)(ctx)
         status = "completed"
+    except BudgetSpent as spent:  # exp.budget ran out at a cell boundary: the stop is recorded, the run completed
+        budget_stop(ctx, spent)
+        status = "completed"
     except KeyboardInterrupt as ex:  # Ctrl-C or SIGTERM: finish like a run, partially
         for sig in (signal.SIGINT, signal.SIGTERM):  # a second signal ends the process at once
             signal.signal(sig, signal.SIG_DFL)
@@ -120,6 +176,7 @@ def run(cfg: DictConfig, run_dir: Path) -> None:
     except BaseException as ex:
         failure, error = ex, describe(ex)
     full = disk_full(failure, run_dir) if failure is not None else None
+    oom = out_of_memory(failure) if failure is not None and full is None else None
     if status != "interrupted":  # a signal while finishing cuts the remaining sinks (one line, 130/143)
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, _raise_cut)
@@ -127,8 +184,9 @@ def run(cfg: DictConfig, run_dir: Path) -> None:
     if status != "interrupted" and sinks_code in (0, 1):  # not cut: the handlers go back as they were
         signal.signal(signal.SIGTERM, previous)
         signal.signal(signal.SIGINT, previous_int)
-    if full is not None:
-        print(full, file=sys.stderr)
+    if full is not None or oom is not None:  # one line; the traceback goes to the run's log
+        log = log_traceback(failure, run_dir)  # type: ignore[arg-type]
+        print(full or f"{oom}; traceback in {log}", file=sys.stderr)
         sys.exit(1)
     if sinks_code > 1:  # a signal cut the sinks (its line is printed)
         if failure is not None:  # the run had failed already: that stays the news (a torchrun rank's line, exit 1)
@@ -136,29 +194,42 @@ def run(cfg: DictConfig, run_dir: Path) -> None:
         sys.exit(sinks_code)
     if failure is not None:
         raise failure
+    FINISHED.append(run_dir)
     if code or sinks_code:
         sys.exit(code or sinks_code)
 
 
 def _context(cfg: DictConfig, run_dir: Path, recorder, device, main: bool) -> RunContext:
     """The run's context (its cells done on any process), after saying what a repair removed and what runs."""
-    from rich.console import Console
-
     from attnbench.training import distributed
-    from attnbench.runner import RunContext
+    from attnbench.config import parse_duration
+    from attnbench.runner import CELL_BUDGET, RunContext, text_console
 
     recorder.done_cells = distributed.from_main(lambda: recorder.done_cells)
-    ctx = RunContext(
-        cfg=cfg, run_dir=run_dir, recorder=recorder, device=device, console=Console(stderr=True, soft_wrap=True, quiet=not main)
-    )
+    ctx = RunContext(cfg=cfg, run_dir=run_dir, recorder=recorder, device=device, console=text_console(quiet=not main))
+    if cfg.exp.name in CELL_BUDGET:
+        ctx.budget_s = parse_duration(cfg.exp.budget)
     if main and recorder.repaired.summary():  # the summary says what happens to each line and cell
         ctx.console.print(
             f"attnbench: {recorder.repaired.summary()}; repaired: the removed lines are kept in {recorder.path.name}.damaged",
             markup=False,
             highlight=False,
         )
-    ctx.console.print(f"[bold]attnbench[/] exp={cfg.exp.name} designs={','.join(ctx.design_names)} device={device} run_dir={run_dir}")
+    ctx.console.print(f"attnbench exp={cfg.exp.name} designs={','.join(ctx.design_names)} device={device} run_dir={run_dir}")
     return ctx
+
+
+def budget_stop(ctx: RunContext, spent) -> None:
+    """Record where exp.budget stopped a CELL_BUDGET experiment (a ``skipped`` record, note
+    ``budget``: the cell not started and every one after it), and say it in the run's last line."""
+    from attnbench.records.integrity import cell_name
+
+    where = cell_name(spent.cell.coords, spent.cell.key)
+    note = f"budget: exp.budget={ctx.cfg.exp.budget} spent after {spent.spent_s:.1f} s; this cell and the ones after it not run"
+    design = spent.cell.coords.get("design") or "all"
+    row = ctx.make_record(design, "budget/stopped_at", where, "cell", "skipped", note=note)
+    ctx.recorder.write_cell(f"budget-{time.time_ns()}", [row], {"budget": "stopped", "at": where})
+    ctx.last_line = f"attnbench: {note} (from {where}); rerun the same command to continue, or raise exp.budget"
 
 
 def planned_sinks(cfg: DictConfig, main: bool) -> list[str]:
@@ -260,7 +331,7 @@ def finish_run(cfg: DictConfig, run_dir: Path, console, status: str, done: list[
                 line = disk_full(ex, run_dir)
                 if line is not None:
                     console.print(line, markup=False, highlight=False)
-                    code = 1
+                    return 1  # the disk is full: W&B's files would fail on it too (a second error)
                 else:
                     console.print(
                         f"report: failed ({type(ex).__name__}: {ex}); records are intact; retry with `python -m attnbench report {run_dir}`"

@@ -45,6 +45,11 @@ class Range:
 
 
 COUNT, SIZE, NONNEG, POS, FRACTION = Range(1), Range(1), Range(0), Range(0, lo_open=True), Range(0, 1)
+# Sane upper bounds (docs/long-runs.md): a token length up to 2^30 (256 x needle_4m's 4M), a
+# count of haystacks, chains, samples, repeats or sequences up to a million. Beyond them a run
+# would only allocate or loop for days: refused before any work, naming the field.
+MAX_LEN, MAX_COUNT = 2**30, 10**6
+LENGTH, MANY = Range(1, MAX_LEN), Range(1, MAX_COUNT)
 RANGES: dict[str, dict[str, Range]] = {
     "DesignConfig": {
         "window": SIZE,
@@ -76,9 +81,9 @@ RANGES: dict[str, dict[str, Range]] = {
         "n_keys": COUNT,
         "n_values": COUNT,
         "n_filler": COUNT,
-        "n_pairs": COUNT,
-        "context_len": SIZE,
-        "n_queries": COUNT,
+        "n_pairs": MANY,
+        "context_len": LENGTH,
+        "n_queries": MANY,
         "value_noise": Range(0, 1, hi_open=True),
         "max_context_len": NONNEG,
         "hops": NONNEG,
@@ -105,18 +110,18 @@ RANGES: dict[str, dict[str, Range]] = {
         "micro_batch": NONNEG,
     },
     "EvalConfig": {
-        "context_lens": SIZE,
+        "context_lens": LENGTH,
         "depths": FRACTION,
-        "haystacks": COUNT,
-        "haystacks_short": NONNEG,
-        "short_len": SIZE,
-        "hops": COUNT,
-        "chains": COUNT,
-        "chunk": SIZE,
-        "train_len_samples": COUNT,
+        "haystacks": MANY,
+        "haystacks_short": Range(0, MAX_COUNT),
+        "short_len": LENGTH,
+        "hops": MANY,
+        "chains": MANY,
+        "chunk": LENGTH,
+        "train_len_samples": MANY,
         "memory_fraction": Range(0, 1, lo_open=True),
     },
-    "ExpConfig": {"batch": COUNT, "seq_len": SIZE, "prefill_chunk": SIZE},
+    "ExpConfig": {"batch": MANY, "seq_len": LENGTH, "prefill_chunk": LENGTH},
     "ScaleConfig": {
         "widths": SIZE,
         "seeds": Range(0, MAX_SEED),
@@ -157,15 +162,15 @@ RANGES: dict[str, dict[str, Range]] = {
         "alloc_min_bytes": NONNEG,
     },
     "BenchConfig": {
-        "prefill_lens": SIZE,
-        "decode_lens": SIZE,
-        "batch": COUNT,
+        "prefill_lens": LENGTH,
+        "decode_lens": LENGTH,
+        "batch": MANY,
         "min_run_time": POS,
-        "repeats": COUNT,
+        "repeats": MANY,
         "max_call_s": POS,
-        "validate_from": SIZE,
+        "validate_from": LENGTH,
         "max_rel_error": Range(1, lo_open=True),
-        "memory_lens": SIZE,
+        "memory_lens": LENGTH,
     },
     "RootConfig": {"seed": Range(0, MAX_SEED), "threads": NONNEG},
 }

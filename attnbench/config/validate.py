@@ -27,13 +27,42 @@ def smoke_bytes(cfg) -> int:
     return 4 * cfg.exp.batch * cfg.exp.seq_len * (2 * m.vocab_size + m.n_layers * m.d_model)
 
 
+WHOLE_SEQUENCE = ("smoke", "kv_memory")  # experiments that hold exp.batch x exp.seq_len tokens' logits at once
+
+
+def listed_designs(exp: str) -> list[str]:
+    """The designs conf/exp/<exp>.yaml lists (empty where it leaves exp.designs at "all")."""
+    from importlib import resources
+
+    from omegaconf import OmegaConf
+
+    f = resources.files("attnbench.conf").joinpath("exp", f"{exp}.yaml")
+    return [str(d) for d in OmegaConf.select(OmegaConf.create(f.read_text()), "exp.designs", default=None) or []] if f.is_file() else []
+
+
+def validate_designs(cfg) -> None:
+    """exp.designs: known names, each once; empty only where the experiment's own file leaves it empty (all)."""
+    known = sorted(cfg.attention)
+    for i, name in enumerate(cfg.exp.designs):
+        if name not in cfg.attention:
+            raise ConfigError(f"exp.designs[{i}]", name, f"one of {', '.join(known)}")
+        if name in list(cfg.exp.designs)[:i]:
+            raise ConfigError(
+                f"exp.designs[{i}]", name, f"repeated (exp.designs[{list(cfg.exp.designs).index(name)}]); name each design once"
+            )
+    listed = listed_designs(cfg.exp.name) if not cfg.exp.designs else []
+    if listed:
+        raise ConfigError("exp.designs", [], f"at least one design (+exp={cfg.exp.name} runs {', '.join(listed)})")
+
+
 def validate_memory(cfg) -> None:
     """Lengths whose tensors cannot fit in this machine's memory stop here, before allocating."""
     import psutil
 
-    if cfg.exp.name != "smoke":  # smoke holds its whole sequence at once; needle_4m and multihop plan
-        return  # each length against memory (attnbench.evaluation.fit), the cost experiments against bench.max_call_s
-    need, have = smoke_bytes(cfg), psutil.virtual_memory().total
+    if cfg.exp.name not in WHOLE_SEQUENCE:  # needle_4m, multihop and serving plan each length against
+        return  # memory (attnbench.evaluation.fit), the cost experiments against bench.max_call_s
+    trains = cfg.exp.name == "smoke"  # kv_memory's prefill has no gradient: half the bound
+    need, have = smoke_bytes(cfg) // (1 if trains else 2), psutil.virtual_memory().total
     if need > have:
         raise ConfigError(
             "exp.seq_len",
@@ -174,9 +203,7 @@ def validate(cfg) -> None:
                 f"must divide the attention width model.n_heads x model.head_dim = {width}",
             )
     known = sorted(cfg.attention)
-    for i, name in enumerate(cfg.exp.designs):
-        if name not in cfg.attention:
-            raise ConfigError(f"exp.designs[{i}]", name, f"one of {', '.join(known)}")
+    validate_designs(cfg)
     if cfg.design is not None and cfg.design not in cfg.attention:
         raise ConfigError("design", cfg.design, f"one of {', '.join(known)}")
     if cfg.backend == "triton":  # Triton tiles (tl.arange) need power-of-two block sizes
@@ -191,8 +218,7 @@ def validate(cfg) -> None:
     duration("exp.budget", cfg.exp.budget)
     for key in ("batch", "seq_len", "prefill_chunk"):
         positive(f"exp.{key}", getattr(cfg.exp, key))
-    validate_memory(cfg)
-    if cfg.exp.name not in WEIGHTS_ONLY_ON_META:
+    if cfg.exp.name not in WEIGHTS_ONLY_ON_META:  # first: an impossible model names the model, not exp.seq_len
         import psutil
 
         need, have = weight_bytes(cfg), psutil.virtual_memory().total
@@ -202,6 +228,7 @@ def validate(cfg) -> None:
                 f"d_model={m.d_model}, n_layers={m.n_layers}, n_experts={m.n_experts}, d_expert={m.d_expert}, vocab_size={m.vocab_size}",
                 f"its fp32 weights (and gradients, where it trains) need at least {need / 2**30:,.1f} GiB; this machine has {have / 2**30:,.1f} GiB",
             )
+    validate_memory(cfg)
     if not cfg.wandb.project or "/" in cfg.wandb.project:
         raise ConfigError("wandb.project", cfg.wandb.project, "a non-empty W&B project name without '/'")
     for key, value in (("wandb.timeout_s", cfg.wandb.timeout_s), ("report.pdf_timeout_s", cfg.report.pdf_timeout_s)):

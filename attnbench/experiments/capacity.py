@@ -14,6 +14,8 @@ lose pairs; softmax keeps every token. The report's C6 rule reads ``capacity/acc
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 
 from attnbench.designs import spec_of
@@ -60,7 +62,9 @@ def run(ctx) -> None:
     n = int(cfg.eval.train_len_samples)
     length = int(cfg.train.stages[-1].context_len)
     for name in ctx.design_names:
+        began = time.perf_counter()
         trained = get_model(cfg, name, ctx.device, console=ctx.console)
+        ctx.train_s += time.perf_counter() - began  # exp.budget is the evaluation's, not the training's
         cell = ctx.cell(design=name, part="train", key=trained.record["key"], pairs=pairs, n=n)
         if cell.done:
             continue

@@ -83,7 +83,7 @@ def check_windows(ctx, designs) -> None:
                 for key in spec_of(letter).settings:  # the settings its layers read
                     if cfg.attention[d][key] != cfg.attention[single][key]:
                         ctx.console.print(
-                            f"  [yellow]note[/]: attention.{d}.{key}={cfg.attention[d][key]} differs from "
+                            f"  note: attention.{d}.{key}={cfg.attention[d][key]} differs from "
                             f"attention.{single}.{key}; its {letter} layers are timed with the latter"
                         )
 
@@ -259,4 +259,4 @@ def summarize(ctx, df: pd.DataFrame, errors: pd.DataFrame, table: pd.DataFrame) 
     text = "\n\n".join(f"## {title}\n\n```\n{body}\n```" for title, body in parts)
     (ctx.run_dir / "summary.md").write_text(f"# exp={ctx.cfg.exp.name}\n\n{text}\n")
     for title, body in parts:
-        ctx.console.print(f"\n[bold]{title}[/]\n{body}")
+        ctx.console.print(f"\n{title}\n{body}")

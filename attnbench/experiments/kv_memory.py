@@ -62,7 +62,7 @@ def presets_table(ctx) -> None:
             cell.commit()  # a formula: recomputed on a rerun, written only once
             rows.append(row)
     table = pd.DataFrame(rows)
-    ctx.console.print("\n[bold]Cache of one sequence (lightning state fp32)[/]\n" + table.round(2).to_string(index=False))
+    ctx.console.print("\nCache of one sequence (lightning state fp32)\n" + table.round(2).to_string(index=False))
     (ctx.run_dir / "summary.md").write_text(
         "# exp=kv_memory\n\n## Production presets (one sequence; lightning "
         "state in fp32)\n\n```\n" + table.round(2).to_string(index=False) + "\n```\n"
@@ -116,7 +116,7 @@ def scaled_check(ctx) -> None:
                 )
                 cells[n].commit()
                 lines.append(_line(name, dt, n, sum(got), sum(want)))
-    ctx.console.print("\n[bold]Scaled models: cache objects after a chunked prefill vs the formula[/]\n" + "\n".join(lines))
+    ctx.console.print("\nScaled models: cache objects after a chunked prefill vs the formula\n" + "\n".join(lines))
     with open(ctx.run_dir / "summary.md", "a") as f:
         f.write("\n## Scaled models: bytes the cache objects hold after a prefill vs the formula\n\n```\n" + "\n".join(lines) + "\n```\n")
     if failures:

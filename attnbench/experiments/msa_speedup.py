@@ -280,4 +280,4 @@ def summarize(ctx, predicted: pd.DataFrame, verdicts: list[dict], measured: pd.D
     text = "\n\n".join(f"## {t}\n\n```\n{body}\n```" for t, body in parts)
     (ctx.run_dir / "summary.md").write_text(f"# exp=msa_speedup\n\n{text}\n")
     for t, body in parts:
-        ctx.console.print(f"\n[bold]{t}[/]\n{body}")
+        ctx.console.print(f"\n{t}\n{body}")

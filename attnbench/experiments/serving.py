@@ -107,7 +107,9 @@ def run(ctx) -> None:
     hops = chain_hops(cfg)
     H_chain = -(-H * len(depths) // int(cfg.eval.chains))  # as many probes a cell as the needles' (chains a haystack)
     for name in ctx.design_names:
+        began = time.perf_counter()
         trained = get_model(cfg, name, ctx.device, console=ctx.console)
+        ctx.train_s += time.perf_counter() - began  # exp.budget is the evaluation's, not the training's
         model = trained.model.eval()
         chunk = prefill_chunk(model, int(cfg.eval.chunk))
         for L in lengths:

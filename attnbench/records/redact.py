@@ -20,6 +20,7 @@ import os
 import re
 import urllib.parse
 from functools import lru_cache
+from pathlib import Path
 from typing import Any, Mapping, TextIO
 
 SECRET_NAME = re.compile(r"(API_?KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH|PRIVATE|_KEY$)", re.IGNORECASE)
@@ -61,6 +62,8 @@ def forms(secret: str) -> list[str]:
         repr(secret)[1:-1],
         urllib.parse.quote(secret, safe=""),
         urllib.parse.quote_plus(secret, safe=""),
+        secret.replace("'", "''"),  # YAML single-quoted
+        secret.replace("'", "\\'"),  # in a Hydra override's quoted value, as typed
     }
     upper_hex = re.sub(r"\\x([0-9a-f]{2})", lambda m: "\\x" + m.group(1).upper(), secret.encode("unicode_escape").decode("ascii"))
     out.add(upper_hex)
@@ -97,6 +100,27 @@ def redact_obj(obj: Any, secrets: list[str] | None = None) -> Any:
     if isinstance(obj, (list, tuple)):
         return [redact_obj(v, secrets) for v in obj]
     return obj
+
+
+def redact_yaml_file(path: Path, secrets: list[str] | None = None) -> None:
+    """Mask the secrets in a YAML file written by another program (Hydra's .hydra/*.yaml and
+    multirun.yaml): its values are read back, so a secret the YAML writer folded over lines or
+    quoted in any style is found, and the file is written again only if one was."""
+    import yaml
+
+    secrets = secret_values() if secrets is None else secrets
+    if not secrets:
+        return
+    text = path.read_text(encoding="utf-8")
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError:  # not YAML after all: mask what the text shows
+        data = None
+    masked = redact_obj(data, secrets)
+    if masked != data:
+        text = yaml.safe_dump(masked, sort_keys=False, allow_unicode=True, default_flow_style=False, width=1 << 16)
+    if redact(text, secrets) != text or masked != data:
+        path.write_text(redact(text, secrets), encoding="utf-8")
 
 
 def scrubbed_env(keep: tuple[str, ...] = ()) -> dict[str, str]:

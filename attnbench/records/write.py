@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from attnbench.records.integrity import CHECKSUM, cell_name, encode_line, scan
+from attnbench.records.integrity import CHECKSUM, cell_name, encode_line, scan, write_atomic
 from attnbench.records.lines import REQUIRED, STATUSES, git_commit, hardware, now, versions
 from attnbench.basics import stable_hash
 
@@ -65,18 +65,21 @@ class Recorder:
         for obj in self.repaired.objects:
             if obj.get("type") == "record" and obj.get("cell") in self.done_cells:
                 self._by_cell.setdefault(obj["cell"], []).append({k: v for k, v in obj.items() if k != CHECKSUM})
-        self._append(
-            {
-                "type": "header",
-                "exp": exp,
-                "config_hash": config_hash,
-                "started": now(),
-                "git": git_commit(),
-                "versions": versions(),
-                "hardware": hardware(),
-                "config": config,
-            }
-        )
+        header = {
+            "type": "header",
+            "exp": exp,
+            "config_hash": config_hash,
+            "started": now(),
+            "git": git_commit(),
+            "versions": versions(),
+            "hardware": hardware(),
+            "config": config,
+        }
+        if write and self.repaired.objects and self.repaired.objects[0].get("type") != "header":
+            # the repair removed the file's first header: this one takes line 1, where readers look
+            write_atomic(self.path, encode_line(header) + self.path.read_bytes())
+        else:
+            self._append(header)
 
     def _append(self, *objs: dict) -> None:
         """Append whole lines with one write(2), fsync'ed (secrets masked); nothing when ``write`` is off.

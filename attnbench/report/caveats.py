@@ -11,7 +11,7 @@ from collections import Counter
 
 import pandas as pd
 
-from attnbench.report.frame import EMPTY, NO_HEADER, RunData, haystack_counts
+from attnbench.report.frame import EMPTY, NO_HEADER, OTHER_CONFIG, RunData, haystack_counts
 from attnbench.verdicts.readings import NOT_MEASURED, is_preset
 from attnbench.basics import fmt_len
 
@@ -181,7 +181,7 @@ def _coverage_caveats(data: RunData) -> list[str]:
                 f"{f.get('error') or 'no error recorded'}. Its records up to the failure are shown."
             )
     for problem in data.problems:
-        if problem.endswith((NO_HEADER, EMPTY + "; left out")):
+        if problem.endswith((NO_HEADER, EMPTY + "; left out")) or OTHER_CONFIG in problem:
             out.append(f"Results file: {problem}.")
             continue
         out.append(

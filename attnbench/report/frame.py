@@ -14,6 +14,7 @@ import pandas as pd
 
 from attnbench.verdicts.readings import is_preset
 from attnbench.designs import DESIGN_ORDER  # the order tables and legends list designs in; unknown names follow alphabetically
+from attnbench.names import EXPERIMENTS
 from attnbench.records.integrity import scan
 from attnbench.verdicts.quality import add_learned, add_levels
 from attnbench.verdicts.quality_training import training
@@ -102,6 +103,9 @@ class ResultsError(ValueError):
 # exit 2 and a caveat, whether the file or its directory is named)
 EMPTY = "empty: no header or record line"
 NO_HEADER = "no header line: the run's config, hardware, versions and seeds are unknown; its records are shown"
+# what ``load`` says of records of another config than the run directory's own (its first run's):
+# the run refuses such a directory, the report sets them aside (a problem: exit 2 and a caveat)
+OTHER_CONFIG = "set aside, not shown: a run directory holds one config's records"
 
 
 def find_results(paths: Iterable[Path | str]) -> list[Path]:
@@ -141,7 +145,8 @@ def load(names: Iterable[Path | str]) -> RunData:
         elif not any(o.get("type") == "header" for o in found.objects):  # (damage names a damaged header itself)
             problems.append(f"{f}: {NO_HEADER}")
         started = cpu = gpu = None  # the (re)start that wrote the records that follow: its header's time, CPU and GPU
-        for obj in found.objects:
+        objects, own, aside = own_config(found.objects, found.config_hashes())
+        for obj in objects:
             kind = obj.get("type")
             if kind == "record":  # "cpu": the processor that computed it (a CUDA record's GPU, not its host)
                 rows.append({**obj, "run_dir": run_dir, "run_start": started, "cpu": gpu if obj.get("device") == "cuda" and gpu else cpu})
@@ -151,6 +156,9 @@ def load(names: Iterable[Path | str]) -> RunData:
                 started, cpu, gpu = obj.get("started"), hw.get("cpu"), hw.get("gpu")
             elif kind == "footer":
                 footers.append({**obj, "run_dir": run_dir})
+        if aside:
+            what = ", ".join(f"{n} records of config {h}" for h, n in aside.items())
+            problems.append(f"{f}: {what} {OTHER_CONFIG} (config {own})")
     if empty and len(empty) == len(files):
         raise ResultsError(
             f"{empty[0]}: {EMPTY}" if len(empty) == 1 else f"{len(empty)} results files, every one {EMPTY} ({empty[0]}, ...)"
@@ -194,6 +202,25 @@ def load(names: Iterable[Path | str]) -> RunData:
     train = training(df, headers)
     df = add_learned(df, train).copy()  # one block per dtype again after the added columns
     return RunData(df, headers, footers, files, problems, train)
+
+
+def own_config(objects: list[dict], hashes: list[str]) -> tuple[list[dict], str | None, dict[str, int]]:
+    """A file's lines of its own config (its first run's, as the CLI holds a run directory to one
+    config): the lines kept, that config's hash, and the record count set aside per other config
+    hash. A standalone probe's file (an exp the CLI does not run) may hold several configs."""
+    if not objects or objects[0].get("exp") not in EXPERIMENTS:
+        return objects, None, {}
+    own, current, kept = (hashes[0] if hashes else None), None, []
+    aside: dict[str, int] = {}
+    for obj in objects:
+        kind = obj.get("type")
+        current = obj.get("config_hash", current) if kind == "header" else current
+        theirs = obj.get("config_hash") if kind == "record" else current
+        if own is not None and theirs is not None and theirs != own:
+            aside[theirs] = aside.get(theirs, 0) + (kind == "record")
+        else:
+            kept.append(obj)
+    return kept, own, aside
 
 
 def _number(value):
