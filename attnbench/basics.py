@@ -32,8 +32,11 @@ def atomic_write(path: Path, write) -> None:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as ex:
         Path(tmp).unlink(missing_ok=True)
+        cause = ex if isinstance(ex, OSError) else ex.__cause__ or ex.__context__  # torch.save's writer hides it
+        if isinstance(cause, OSError) and cause.errno and not cause.filename:  # name the file (the cache's, not the run's)
+            raise OSError(cause.errno, os.strerror(cause.errno), str(path)) from ex
         raise
 
 

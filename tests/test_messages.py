@@ -49,7 +49,7 @@ def test_a_disk_full_at_the_start_names_the_run_directory_in_one_line(tmp_path, 
 
     import pytest
 
-    from attnbench.cli_checks import prepare_or_exit
+    from attnbench.cli.preflight import prepare_or_exit
 
     def full(*a, **k):
         raise OSError(errno.ENOSPC, "No space left on device")
@@ -65,7 +65,7 @@ def test_a_full_disk_while_saving_a_checkpoint_names_the_checkpoint(tmp_path):
     """torch.save hides the ENOSPC behind RuntimeError('[enforce fail at inline_container.cc...]'): the file is named."""
     import errno
 
-    from attnbench.checkpoints import atomic_write
+    from attnbench.basics import atomic_write
 
     def save(f):
         try:
@@ -140,7 +140,7 @@ def test_ctrl_c_or_sigterm_during_report_is_one_line(tmp_path, monkeypatch, caps
 
     import pytest
 
-    from attnbench.cli_run import Terminated
+    from attnbench.cli.run import Terminated
 
     from report_fixtures import write_run
 
@@ -171,7 +171,7 @@ def test_a_signal_during_interpreter_shutdown_is_one_line_and_143(tmp_path):
     code = (
         "import atexit, os, signal, sys, time\n"
         "atexit.register(lambda: (os.kill(os.getpid(), signal.SIGTERM), time.sleep(5)))\n"  # runs last
-        "from attnbench.cli import main\n"
+        "from attnbench.cli.main import main\n"
         f"main({[*QUICK, f'hydra.run.dir={tmp_path}/run']!r})\n"
     )
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=tmp_path)

@@ -153,7 +153,7 @@ def test_report_sets_another_configs_cell_aside_with_a_caveat_and_rc_2(tmp_path)
     import contextlib
     import io
 
-    from attnbench.cli import report_main
+    from attnbench.cli.main import report_main
 
     run = tmp_path / "run"
     path = run / "results.jsonl"

@@ -11,7 +11,7 @@ import signal
 import pytest
 
 from attnbench import cli, rundir
-from attnbench.cli import config_error
+from attnbench.cli.preflight import config_error
 
 from helpers import compose_cfg
 

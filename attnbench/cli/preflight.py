@@ -186,7 +186,7 @@ def prepare_or_exit(cfg: DictConfig, run_dir: Path) -> None:
     except RunDirError as ex:
         fail(str(ex))
     except OSError as ex:  # a disk full already: name the directory, one line (a callback's exception would be a warning)
-        from .cli_run import disk_full
+        from attnbench.cli.run import disk_full
 
         line = disk_full(ex, run_dir)
         if line is None:
