@@ -13,6 +13,7 @@ import base64
 import datetime as dt
 import json
 import os
+import re
 import struct
 import time
 from collections import Counter
@@ -30,9 +31,11 @@ from attnbench.redact import redact
 from attnbench.verdicts.claims import SEED_RULE, judge_all
 from attnbench.verdicts.claims_serving import SERVING_METRICS
 
+from .brief import brief
 from .caveats import caveats
 from .data import FIGURE_DIR, RunData, is_preset, load
 from .figures import FIGURES, render
+from .pages import column_parts, repo_paths, repository_root
 from .pdf import PdfError, html_to_pdf
 from .tables import DECISION_METRICS, decision_table
 from .tables_extra import other_table, presets_table, training_table
@@ -50,13 +53,15 @@ class ReportResult:
 
 
 def environment() -> Environment:
-    return Environment(
+    env = Environment(
         loader=PackageLoader("attnbench.report", "templates"),
         autoescape=True,
         trim_blocks=False,
         lstrip_blocks=False,
         keep_trailing_newline=True,
     )
+    env.filters["parts"] = column_parts  # a table wider than the page: its column groups (pages.py)
+    return env
 
 
 def png_size(png: bytes) -> tuple[int, int]:
@@ -70,6 +75,8 @@ def _atomic_write(path: Path, data: bytes) -> None:
 
 
 def figures_section(data: RunData, out_dir: Path) -> tuple[list[dict], dict[str, Path]]:
+    """Every figure drawn from these records, and its PNG; a figure without records is left out
+    of the report (``missing`` only for one that could not be drawn)."""
     fig_dir = out_dir / FIGURE_DIR
     items, files = [], {}
     for spec in FIGURES:
@@ -88,6 +95,8 @@ def figures_section(data: RunData, out_dir: Path) -> tuple[list[dict], dict[str,
         stale = fig_dir / f"{spec.id}.png"
         if png is None:
             stale.unlink(missing_ok=True)
+            if str(item["missing"]).startswith("No records"):
+                continue
         else:
             fig_dir.mkdir(parents=True, exist_ok=True)
             _atomic_write(stale, png)
@@ -109,6 +118,22 @@ def _dedupe(items: Iterable[tuple[str, dict]]) -> list[tuple[dict, list[str]]]:
         if run_dir not in entry[1]:
             entry[1].append(run_dir)
     return list(seen.values())
+
+
+CONFIG_INLINE_LINES = 800  # configs longer than this in all (many runs merged) go to a file beside the report
+CONFIG_FILE = "configs.yaml"
+
+
+def configs_file(configs: list[dict], out_dir: Path) -> str | None:
+    """Write the configs to configs.yaml beside the report when they are too long to print (the
+    decision report merges dozens of runs); its name, else None (they print in the appendix)."""
+    path = out_dir / CONFIG_FILE
+    if sum(c["yaml"].count("\n") for c in configs) <= CONFIG_INLINE_LINES:
+        path.unlink(missing_ok=True)
+        return None
+    docs = [f"# config {c['hash']}\n# runs: {', '.join(c['run_dirs'])}\n{c['yaml']}" for c in configs]
+    _atomic_write(path, redact("---\n".join(docs)).encode("utf-8"))
+    return CONFIG_FILE
 
 
 def configs_section(data: RunData) -> list[dict]:
@@ -154,6 +179,20 @@ def budget_lines(data: RunData) -> list[str]:
         return list(lines.values())
     # several runs merged (the decision report): each line says whose it is (experiment/run folder)
     return [f"{'/'.join(Path(run).parts[-2:])}: {note}" for run, note in lines.items()]
+
+
+def budget_status(lines: list[str]) -> str | None:
+    """The budget lines of many runs in one line (each run's own goes to the appendix's table)."""
+    if len(lines) < 2:
+        return lines[0] if lines else None
+    counts = [re.search(r": (\d+) of (\d+) cells skipped", line) for line in lines]
+    skipped = sum(int(m.group(1)) for m in counts if m)
+    planned = sum(int(m.group(2)) for m in counts if m)
+    runs = sum(1 for m in counts if m and int(m.group(1)))
+    return (
+        f"{len(lines)} runs: {skipped} of {planned} cells skipped for the budget, in {runs} run{'s' if runs != 1 else ''} "
+        f"(each run's line: Run status, in the appendix)"
+    )
 
 
 def run_states(data: RunData) -> list[dict]:
@@ -237,34 +276,42 @@ def build_report(
 
     t = time.perf_counter()
     df = data.records
-    shown = set(DECISION_METRICS) | set(SERVING_METRICS) | {m for f in FIGURES for m in f.metrics}
+    shown = set(DECISION_METRICS) | set(SERVING_METRICS) | {m for f in FIGURES for m in f.metrics} | {"eval/budget_summary"}
     df = data.records
     exps = sorted({str(e) for e in df["exp"].dropna()} | {str(h.get("exp")) for h in data.headers if h.get("exp")})
     times = [str(x) for x in df["time"].dropna()] + [str(f.get("ended")) for f in data.footers]
+    claims = judge_all(df, data.train)
+    budget = budget_lines(data)
+    configs = configs_section(data)
     context = {
         "title": title or f"attnbench report: {', '.join(exps) or 'no records'}",
+        "brief": brief(df, data.train, claims),
+        "budget_status": budget_status(budget),
         "intro": intro,
         "version": __version__,
         "generated": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "last_record": max(times) if times else None,
         "run_states": run_states(data),
-        "budget_lines": budget_lines(data),
+        "budget_lines": budget if len(budget) > 1 else [],  # one run's line is the status line itself
         "facts": facts(data),
         "decision": decision_table(df, data.train),
         "training": training_table(data.train),
         "presets": presets_table(df),
         "serving": serving_table(df),
         "serving_chains": serving_chain_table(df),
-        "claims": judge_all(df, data.train),
+        "claims": claims,
         "seed_rule": SEED_RULE,
         "figures": figures,
         "other": other_table(df, shown),
         "caveats": caveats(data),
-        "configs": configs_section(data),
+        "configs": configs,
+        "configs_file": configs_file(configs, out_dir),
         "environments": environments_section(data),
         "command": command or "python -m attnbench report " + " ".join(str(p) for p in paths),
     }
-    html = redact(environment().get_template("report.html.j2").render(**context))
+    html = environment().get_template("report.html.j2").render(**context)
+    checkouts = [repository_root()] + ([Path.cwd()] if (Path.cwd() / "pyproject.toml").exists() else [])
+    html = redact(repo_paths(html, checkouts))  # no path of the machine that ran it: see pages.py
     html_path = out_dir / "report.html"
     _atomic_write(html_path, html.encode("utf-8"))
     seconds["html"] = time.perf_counter() - t
