@@ -29,7 +29,9 @@ from attnbench.report.tables import Cell, Table, decision_table
 
 from report_fixtures import needle_run, write_run
 
-needs_pdftotext = pytest.mark.skipif(shutil.which("pdftotext") is None, reason="no pdftotext: `apt-get install poppler-utils` (CI installs it)")
+needs_pdftotext = pytest.mark.skipif(
+    shutil.which("pdftotext") is None, reason="no pdftotext: `apt-get install poppler-utils` (CI installs it)"
+)
 
 
 def draw(fn, df):
@@ -39,9 +41,7 @@ def draw(fn, df):
 
 def headers(html: str) -> set[str]:
     """Every table header's text in the HTML (tags stripped, entities read)."""
-    return {
-        " ".join(html_mod.unescape(re.sub(r"<[^>]+>", " ", h)).split()) for h in re.findall(r"<th[^>]*>(.*?)</th>", html, re.S)
-    } - {""}
+    return {" ".join(html_mod.unescape(re.sub(r"<[^>]+>", " ", h)).split()) for h in re.findall(r"<th[^>]*>(.*?)</th>", html, re.S)} - {""}
 
 
 def words(text: str) -> str:
@@ -88,8 +88,13 @@ def test_a_wide_table_is_split_into_column_groups_that_fit():
 
 def test_no_path_outside_the_repository_in_the_report(runs, tmp_path):
     root = Path(__file__).resolve().parents[1]
-    text = f"see /tmp/runs/kernels_gpu/summary.md; {root}/experiments/x/run; https://example.org/a/b; tokens/s; data:image/png;base64,ab/cd/ef"
-    assert repo_paths(text, [root]) == "see …/kernels_gpu/summary.md; experiments/x/run; https://example.org/a/b; tokens/s; data:image/png;base64,ab/cd/ef"
+    text = (
+        f"see /tmp/runs/kernels_gpu/summary.md; {root}/experiments/x/run; https://example.org/a/b; tokens/s; data:image/png;base64,ab/cd/ef"
+    )
+    assert (
+        repo_paths(text, [root])
+        == "see …/kernels_gpu/summary.md; experiments/x/run; https://example.org/a/b; tokens/s; data:image/png;base64,ab/cd/ef"
+    )
     lines = (runs[0] / "results.jsonl").read_text().splitlines()
     rec = json.loads(lines[1]) | {"note": "see /tmp/runs/kernels_gpu/summary.md and /root/.cache/attnbench/checkpoints/x/record.json"}
     (runs[0].parent / "paths").mkdir(exist_ok=True)
@@ -141,7 +146,12 @@ def test_a_skipped_cell_is_drawn_as_skipped_in_every_figure(tmp_path):
     all_names = sorted(set(df["design"].dropna()))
     for name in names:
         colour = matplotlib.colors.to_hex(style(name, all_names)[0])
-        marks = [x for ln in line.axes[0].lines if ln.get_marker() == "x" and matplotlib.colors.to_hex(ln.get_color()) == colour for x in ln.get_xdata()]
+        marks = [
+            x
+            for ln in line.axes[0].lines
+            if ln.get_marker() == "x" and matplotlib.colors.to_hex(ln.get_color()) == colour
+            for x in ln.get_xdata()
+        ]
         want = {length for n, length in skipped if n == name}
         got = {ticks for ticks in want if any(abs(math.log2(x / _tokens(ticks))) < 0.5 for x in marks)}  # nudged apart
         assert got == want, (name, want, marks)

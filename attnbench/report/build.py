@@ -35,7 +35,8 @@ from .brief import brief
 from .caveats import caveats
 from .data import FIGURE_DIR, RunData, is_preset, load
 from .figures import FIGURES, render
-from .pages import column_parts, repo_paths, repository_root
+from .appendix import configs_file, environments_file, other_file
+from .pages import breakable, column_parts, fewer_colours, repo_paths, repository_root
 from .pdf import PdfError, html_to_pdf
 from .tables import DECISION_METRICS, decision_table
 from .tables_extra import other_table, presets_table, training_table
@@ -61,6 +62,7 @@ def environment() -> Environment:
         keep_trailing_newline=True,
     )
     env.filters["parts"] = column_parts  # a table wider than the page: its column groups (pages.py)
+    env.filters["breakable"] = breakable  # a path or a long number may wrap in a narrow cell
     return env
 
 
@@ -103,7 +105,7 @@ def figures_section(data: RunData, out_dir: Path) -> tuple[list[dict], dict[str,
             files[spec.id] = stale
             w, h = png_size(png)
             item.update(
-                src="data:image/png;base64," + base64.b64encode(png).decode("ascii"), width=w // 2, height=h // 2
+                src="data:image/png;base64," + base64.b64encode(fewer_colours(png)).decode("ascii"), width=w // 2, height=h // 2
             )  # 150 dpi PNG shown at 75 px per inch of figure
         items.append(item)
     return items, files
@@ -118,22 +120,6 @@ def _dedupe(items: Iterable[tuple[str, dict]]) -> list[tuple[dict, list[str]]]:
         if run_dir not in entry[1]:
             entry[1].append(run_dir)
     return list(seen.values())
-
-
-CONFIG_INLINE_LINES = 800  # configs longer than this in all (many runs merged) go to a file beside the report
-CONFIG_FILE = "configs.yaml"
-
-
-def configs_file(configs: list[dict], out_dir: Path) -> str | None:
-    """Write the configs to configs.yaml beside the report when they are too long to print (the
-    decision report merges dozens of runs); its name, else None (they print in the appendix)."""
-    path = out_dir / CONFIG_FILE
-    if sum(c["yaml"].count("\n") for c in configs) <= CONFIG_INLINE_LINES:
-        path.unlink(missing_ok=True)
-        return None
-    docs = [f"# config {c['hash']}\n# runs: {', '.join(c['run_dirs'])}\n{c['yaml']}" for c in configs]
-    _atomic_write(path, redact("---\n".join(docs)).encode("utf-8"))
-    return CONFIG_FILE
 
 
 def configs_section(data: RunData) -> list[dict]:
@@ -166,7 +152,7 @@ def environments_section(data: RunData) -> list[dict]:
             ("versions", ", ".join(f"{k} {v}" for k, v in versions.items() if v)),
         ]
         device = hw.get("gpu") or hw.get("cpu") or "unknown"
-        out.append({"label": f"environment {i + 1}: {device}", "rows": items})
+        out.append({"label": f"environment {i + 1}: {device}", "rows": items, "device": device})
     return out
 
 
@@ -281,8 +267,10 @@ def build_report(
     exps = sorted({str(e) for e in df["exp"].dropna()} | {str(h.get("exp")) for h in data.headers if h.get("exp")})
     times = [str(x) for x in df["time"].dropna()] + [str(f.get("ended")) for f in data.footers]
     claims = judge_all(df, data.train)
+    other = other_table(df, shown)
     budget = budget_lines(data)
     configs = configs_section(data)
+    environments = environments_section(data)
     context = {
         "title": title or f"attnbench report: {', '.join(exps) or 'no records'}",
         "brief": brief(df, data.train, claims),
@@ -302,11 +290,13 @@ def build_report(
         "claims": claims,
         "seed_rule": SEED_RULE,
         "figures": figures,
-        "other": other_table(df, shown),
+        "other": other,
+        "other_file": other_file(other, out_dir),
         "caveats": caveats(data),
         "configs": configs,
         "configs_file": configs_file(configs, out_dir),
-        "environments": environments_section(data),
+        "environments": environments,
+        "environments_file": environments_file(environments, out_dir),
         "command": command or "python -m attnbench report " + " ".join(str(p) for p in paths),
     }
     html = environment().get_template("report.html.j2").render(**context)

@@ -20,13 +20,14 @@ PAGE_PT = 533.0  # an A4 page's text width (210 mm less the template's 11 mm mar
 CHAR_EM = 0.58  # DejaVu Sans' mean advance, in em
 CELL_PT = 11.0  # a cell's padding and rules
 WRAP_CHARS = 14  # a cell's text wraps at spaces: wider text takes this many characters a line
+MAX_WORD = 24  # a longer word (a path) is given places to wrap (breakable)
 
 
 def _chars(text: str) -> int:
     """The characters a column needs for ``text``: its longest word, at least WRAP_CHARS of a
     longer text (a path breaks anywhere, so no word counts beyond 24)."""
     words = text.split()
-    longest = min(max((len(w) for w in words), default=0), 24)
+    longest = min(max((len(w) for w in words), default=0), MAX_WORD)
     return max(longest, min(len(text), WRAP_CHARS))
 
 
@@ -74,6 +75,31 @@ def column_parts(table: Table, font_pt: float | None = None, page_pt: float = PA
             )
         )
     return out
+
+
+def fewer_colours(png: bytes, colours: int = 128) -> bytes:
+    """The PNG with a palette of ``colours`` (no dithering), as the report embeds it: a figure's
+    flat colours survive, its file (and the printed PDF) shrinks by about three; figures/ keeps
+    the full PNG."""
+    import io
+
+    from PIL import Image
+
+    img = Image.open(io.BytesIO(png)).convert("RGB").quantize(colors=colours, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE)
+    out = io.BytesIO()
+    img.save(out, "PNG", optimize=True)
+    return out.getvalue() if out.tell() < len(png) else png
+
+
+def breakable(text: object) -> str:
+    """``text`` with a place to wrap (a zero-width space) after each / and , of a word longer than
+    a column needs (pages._chars): a path or a list of runs wraps in a narrow cell instead of
+    widening it past the page; shorter words are left as they are."""
+
+    def wrap(m: re.Match) -> str:
+        return re.sub(r"([/,])(?=\S)", "\\1\u200b", m.group(0))
+
+    return re.sub(rf"\S{{{MAX_WORD + 1},}}", wrap, str(text))
 
 
 # An absolute path: a slash not inside a word, a URL or a base64 run, then at least two parts.

@@ -117,8 +117,7 @@ def other_table(df: pd.DataFrame, shown: Iterable[str]) -> Table | None:
     table = Table(
         "other",
         [("", "metric"), ("", "unit"), ("", "context")] + [("design", n if n != "-" else "no design (the machine)") for n in names],
-        note="Mean over seeds and repeats; lists show their length. No design: records of the machine, not of a design "
-        "(its calibration).",
+        note="Mean over seeds and repeats; lists show their length. No design: records of the machine, not of a design (its calibration).",
         keys=3,
     )
     d = d.assign(
