@@ -176,7 +176,7 @@ def budget_status(lines: list[str]) -> str | None:
     planned = sum(int(m.group(2)) for m in counts if m)
     runs = sum(1 for m in counts if m and int(m.group(1)))
     return (
-        f"{len(lines)} runs: {skipped} of {planned} cells skipped for the budget, in {runs} run{'s' if runs != 1 else ''} "
+        f"{len(lines)} runs under a time budget: {skipped} of {planned} cells skipped for it, in {runs} run{'s' if runs != 1 else ''} "
         f"(each run's line: Run status, in the appendix)"
     )
 
@@ -232,6 +232,25 @@ def facts(data: RunData) -> list[tuple[str, str]]:
     ]
 
 
+def appendix(data: RunData, shown: set[str], budget: list[str], out_dir: Path) -> dict:
+    """The appendix's parts (the template's names): each run's budget line where several runs
+    are merged (one run's is the status line itself), the trainings, every other measurement,
+    the caveats, the configs and environments (in files beside the report when many)."""
+    other = other_table(data.records, shown)
+    configs, environments = configs_section(data), environments_section(data)
+    return {
+        "budget_lines": budget if len(budget) > 1 else [],
+        "training": training_table(data.train),
+        "other": other,
+        "other_file": other_file(other, out_dir),
+        "caveats": caveats(data),
+        "configs": configs,
+        "configs_file": configs_file(configs, out_dir),
+        "environments": environments,
+        "environments_file": environments_file(environments, out_dir),
+    }
+
+
 def build_report(
     names: Iterable[Path | str],
     out_dir: Path | str | None = None,
@@ -263,14 +282,10 @@ def build_report(
     t = time.perf_counter()
     df = data.records
     shown = set(DECISION_METRICS) | set(SERVING_METRICS) | {m for f in FIGURES for m in f.metrics} | {"eval/budget_summary"}
-    df = data.records
     exps = sorted({str(e) for e in df["exp"].dropna()} | {str(h.get("exp")) for h in data.headers if h.get("exp")})
     times = [str(x) for x in df["time"].dropna()] + [str(f.get("ended")) for f in data.footers]
     claims = judge_all(df, data.train)
-    other = other_table(df, shown)
     budget = budget_lines(data)
-    configs = configs_section(data)
-    environments = environments_section(data)
     context = {
         "title": title or f"attnbench report: {', '.join(exps) or 'no records'}",
         "brief": brief(df, data.train, claims),
@@ -280,24 +295,17 @@ def build_report(
         "generated": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "last_record": max(times) if times else None,
         "run_states": run_states(data),
-        "budget_lines": budget if len(budget) > 1 else [],  # one run's line is the status line itself
         "facts": facts(data),
         "decision": decision_table(df, data.train),
-        "training": training_table(data.train),
         "presets": presets_table(df),
         "serving": serving_table(df),
         "serving_chains": serving_chain_table(df),
         "claims": claims,
+        "claims_measured": [(c, v) for c, v in claims if v.verdict != "not yet measured"],  # the detail rows
         "seed_rule": SEED_RULE,
         "figures": figures,
-        "other": other,
-        "other_file": other_file(other, out_dir),
-        "caveats": caveats(data),
-        "configs": configs,
-        "configs_file": configs_file(configs, out_dir),
-        "environments": environments,
-        "environments_file": environments_file(environments, out_dir),
         "command": command or "python -m attnbench report " + " ".join(str(p) for p in paths),
+        **appendix(data, shown, budget, out_dir),
     }
     html = environment().get_template("report.html.j2").render(**context)
     checkouts = [repository_root()] + ([Path.cwd()] if (Path.cwd() / "pyproject.toml").exists() else [])

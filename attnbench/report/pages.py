@@ -17,9 +17,9 @@ from pathlib import Path
 from .tables import Cell, Table
 
 PAGE_PT = 533.0  # an A4 page's text width (210 mm less the template's 11 mm margins), in points
-CHAR_EM = 0.58  # DejaVu Sans' mean advance, in em
+CHAR_EM = 0.55  # DejaVu Sans' mean advance, in em
 CELL_PT = 11.0  # a cell's padding and rules
-WRAP_CHARS = 14  # a cell's text wraps at spaces: wider text takes this many characters a line
+WRAP_CHARS = 10  # a cell's text wraps at spaces: wider text takes this many characters a line
 MAX_WORD = 24  # a longer word (a path) is given places to wrap (breakable)
 
 
