@@ -103,7 +103,8 @@ def breakable(text: object) -> str:
 
 
 # An absolute path: a slash not inside a word, a URL or a base64 run, then at least two parts.
-_PATH = re.compile(r"data:[\w/+.-]+;base64,[A-Za-z0-9+/=]+|(?<![\w/:.+=<~-])(/(?:[\w.@+-]+/)+[\w.@+-]*)")
+# A slash may carry a zero-width space after it (breakable), which the path keeps out of its parts.
+_PATH = re.compile(r"data:[\w/+.-]+;base64,[A-Za-z0-9+/=]+|(?<![\w/:.+=<~\u200b-])(/\u200b?(?:[\w.@+-]+/\u200b?)+[\w.@+-]*)")
 
 
 def repo_paths(text: str, roots: list[Path]) -> str:
@@ -113,9 +114,9 @@ def repo_paths(text: str, roots: list[Path]) -> str:
     prefixes = sorted({str(r.resolve()).rstrip("/") + "/" for r in roots}, key=len, reverse=True)
 
     def local(m: re.Match) -> str:
-        path = m.group(1)
-        if path is None:  # a data URI: left as it is
+        if m.group(1) is None:  # a data URI: left as it is
             return m.group(0)
+        path = m.group(1).replace("\u200b", "")
         for p in prefixes:
             if path.startswith(p):
                 return path[len(p) :] or "."
