@@ -109,17 +109,33 @@ DESIGNS: dict[str, Design] = {
     )
 }
 
-# Named designs that mix letters, and variants (one setting changed) of a design or a mixture:
-# their figure style (report/style.py FIXED). A variant takes its family's colour and a marker
-# of its own, so it reads as its family's.
+# Figure styles (report/style.py FIXED): every named design has a colour of its own, every
+# family (a letter's design or a mixture) one marker that its variants share, so a variant reads
+# as its family's and is still told apart from it. Colours come from PALETTE, Okabe-Ito then
+# Paul Tol's muted and dark sets (told apart in colour-blind vision; yellow left out: it does not
+# read on white); a named design without a colour here takes the first PALETTE colour no other
+# design holds, so a new design never shares one (20 and more fit).
+PALETTE = (
+    "#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#000000",
+    "#332288", "#117733", "#44AA99", "#88CCEE", "#999933", "#CC6677", "#882255", "#AA4499",
+    "#DDCC77", "#4477AA", "#225555", "#666633", "#663333", "#EE7733", "#0077BB", "#EE3377", "#33BBEE",
+)  # fmt: skip
 MIXTURE_STYLES: dict[str, tuple[str, str]] = {"lightning_hybrid": ("#009E73", "^"), "swa_hybrid": ("#56B4E9", "v")}
-VARIANTS: dict[str, tuple[str, str]] = {  # name -> (family, marker)
-    "lightning_hybrid16": ("lightning_hybrid", "X"),
-    "lightning_hybrid31": ("lightning_hybrid", "*"),
-    "lightning_hybrid_h8": ("lightning_hybrid", "h"),
-    "lightning_hybrid_nope": ("lightning_hybrid", "<"),  # not "p": beside h8's hexagon a pentagon is not told apart
-    "lightning_conv_nope": ("lightning_hybrid", "d"),
-    "softmax_logn": ("softmax", ">"),
+VARIANTS: dict[str, str] = {  # name -> its family (a DESIGNS name or a MIXTURE_STYLES name)
+    "lightning_hybrid16": "lightning_hybrid",
+    "lightning_hybrid31": "lightning_hybrid",
+    "lightning_hybrid_h8": "lightning_hybrid",
+    "lightning_hybrid_nope": "lightning_hybrid",
+    "lightning_conv_nope": "lightning_hybrid",
+    "softmax_logn": "softmax",
+}
+VARIANT_COLOURS: dict[str, str] = {  # a variant's own colour (one not given takes a free PALETTE colour)
+    "lightning_hybrid16": "#117733",
+    "lightning_hybrid31": "#999933",
+    "lightning_hybrid_h8": "#882255",
+    "lightning_hybrid_nope": "#44AA99",
+    "lightning_conv_nope": "#AA4499",
+    "softmax_logn": "#000000",
 }
 # The op every kernel speedup is over: timed as causal SDPA, its fastest form (bench/ops.sdpa_causal).
 BASELINE_OP = "softmax"

@@ -410,3 +410,20 @@ def test_report_answers_a_missing_header_and_empty_files_alike_for_a_file_or_its
     code, lines = report(sweep)
     assert code == 2 and len(lines) == 2 and all("empty: no header or record line" in l for l in lines), lines
     assert (sweep / "report.html").read_text().count("Results file:") == 2
+
+
+@pytest.mark.parametrize(
+    "args, want",
+    [
+        (["+exp=needle4m"], "did you mean needle_4m?"),
+        (["+exp=smoke", "design=softmx"], "did you mean softmax?"),
+        (["+exp=smoke", "model=smal"], "did you mean small?"),
+        (["+exp=smoke", "attention=[softmx]"], "did you mean softmax?"),
+    ],
+)
+def test_a_typo_gets_the_nearest_name(tmp_path, args, want):
+    """A mistyped experiment, design or config-group option: one line, rc 2, the closest valid name."""
+    res = run_cli(*args, "wandb.mode=disabled", f"hydra.run.dir={tmp_path / 'run'}", cwd=tmp_path, timeout=120)
+    lines = [l for l in res.stderr.splitlines() if l.strip()]
+    assert res.returncode == 2 and len(lines) == 1 and "Traceback" not in res.stderr, res.stderr[-3000:]
+    assert lines[0].endswith(want), lines[0]

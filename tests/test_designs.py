@@ -132,6 +132,20 @@ def test_every_named_design_has_its_own_fixed_style():
     styles = [FIXED[n] for n in NAMED]
     assert len(set(styles)) == len(styles)  # no two named designs look alike
     assert all(colour.upper() != "#F0E442" for colour, _ in styles)  # yellow does not read on white
+    colours = [c.upper() for c, _ in FIXED.values()]
+    assert len(set(colours)) == len(colours)  # one colour per design, not only per (colour, marker)
+    for name, family in designs.VARIANTS.items():  # one marker per family
+        assert FIXED[name][1] == FIXED[family][1], name
+
+
+def test_the_palette_has_room_for_twenty_designs_more_than_named():
+    from attnbench.report.style import style
+
+    palette = [c.upper() for c in designs.PALETTE]
+    assert len(set(palette)) == len(palette) >= 20
+    extra = [f"new_design_{i}" for i in range(len(palette) - len(FIXED))]  # designs a config names, none registered
+    colours = [style(n, extra)[0].upper() for n in extra] + [c.upper() for c, _ in FIXED.values()]
+    assert len(set(colours)) == len(colours)
 
 
 def test_backend_env_is_read_once_until_reset(monkeypatch):

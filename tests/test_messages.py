@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import signal
 
-from attnbench import cli, cli_run, rundir
+from attnbench.cli import main as cli, preflight
+from attnbench.cli import run as cli_run
+from attnbench.records import rundir
 
 from helpers import compose_cfg
 
@@ -19,7 +21,7 @@ def run_in_process(run, overrides: list[str]) -> None:
     threads = torch.get_num_threads()
     cfg = compose_cfg([*QUICK, *overrides])
     try:
-        cli.prepare(cfg, run)
+        preflight.prepare(cfg, run)
         cli.run(cfg, run)
     finally:
         torch.set_num_threads(threads)
@@ -85,7 +87,7 @@ def test_a_full_disk_while_saving_a_checkpoint_names_the_checkpoint(tmp_path):
 def test_a_full_disk_at_the_report_is_one_line_and_no_wandb_error(tmp_path, monkeypatch, capsys):
     import errno
 
-    from attnbench import tracking
+    from attnbench.tracking import wandb_runs as tracking
     from attnbench.runner import text_console
 
     def full(*a, **k):

@@ -43,7 +43,9 @@ def test_html_renders_without_errors_and_every_figure_loads(report, tmp_path):
         images = page.eval("[...document.images].map(i => ({ok: i.complete && i.naturalWidth > 0, alt: i.alt}))")
         assert len(images) == len(report.figures) and all(i["ok"] for i in images), images  # every drawn figure loads
         assert page.eval("document.querySelectorAll('table#decision tbody tr').length") == 5
-        assert page.eval("document.querySelectorAll('#claims-table tbody tr').length") == 8  # C1-C7, C5 as C5a and C5b
+        assert page.eval("document.querySelectorAll('#claims-table tbody tr').length") == 4  # the claims with records here
+        brief_top = page.eval("document.querySelector('section#brief').getBoundingClientRect().top")
+        assert brief_top < page.eval("window.innerHeight") / 2, "the decision brief does not open the first screen"
         summary_top = page.eval("document.querySelector('table#decision').getBoundingClientRect().top")
         assert summary_top < page.eval("window.innerHeight"), "the decision table is not on the first screen"
         assert page.errors() == []

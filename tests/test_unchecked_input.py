@@ -10,7 +10,8 @@ import signal
 
 import pytest
 
-from attnbench import cli, rundir
+from attnbench.cli import main as cli, preflight
+from attnbench.records import rundir
 from attnbench.cli.preflight import config_error
 
 from helpers import compose_cfg
@@ -50,7 +51,7 @@ def run_in_process(run, overrides: list[str]) -> None:
     threads = torch.get_num_threads()
     cfg = compose_cfg(["threads=1", "report.enabled=false", "wandb.mode=disabled", *overrides])
     try:
-        cli.prepare(cfg, run)
+        preflight.prepare(cfg, run)
         cli.run(cfg, run)
     finally:
         torch.set_num_threads(threads)

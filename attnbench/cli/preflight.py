@@ -40,7 +40,34 @@ def fail(message: str, config: bool = False) -> NoReturn:
 
 
 def one_line(ex: BaseException) -> str:
-    """Describe a config failure in one line: field, value, what is allowed."""
+    """Describe a config failure in one line: field, value, what is allowed, and the allowed name
+    closest to a mistyped one."""
+    return with_suggestion(_one_line(ex))
+
+
+def with_suggestion(line: str) -> str:
+    """``line`` with "; did you mean NAME?" where it names a value outside a list of names (a
+    config group's options, a design's) and one of them is close (difflib)."""
+    import difflib
+    from importlib.resources import files
+
+    found = re.search(r"Could not (?:find|load) '([\w@.]+)/([^']+)'", line)
+    if found:  # Hydra's missing group option; "Could not load" lists only its search path
+        group, typed = found.groups()
+        conf = files("attnbench.conf").joinpath(group)
+        options = sorted(f.name.removesuffix(".yaml") for f in conf.iterdir() if f.name.endswith(".yaml")) if conf.is_dir() else []
+        if "; available:" not in line and options:
+            line = f"{group}={typed!r}: no such config; available: {', '.join(options)}"
+    else:
+        value = re.match(r"[\w.@+]+=(['\"]?)([^'\"]*)\1: one of ([\w, .-]+?)(?: \(|$)", line)
+        if not value:
+            return line
+        typed, options = value.group(2), [o.strip() for o in value.group(3).split(",")]
+    close = difflib.get_close_matches(typed, options, n=1, cutoff=0.6)
+    return f"{line}; did you mean {close[0]}?" if close and close[0] != typed else line
+
+
+def _one_line(ex: BaseException) -> str:
     if isinstance(ex, ConfigError):
         return str(ex)
     cause = ex.__cause__ if isinstance(ex.__cause__, OmegaConfBaseException) else ex

@@ -13,6 +13,7 @@ import base64
 import datetime as dt
 import json
 import os
+import re
 import struct
 import time
 from collections import Counter
@@ -30,11 +31,14 @@ from attnbench.records.redact import redact
 from attnbench.verdicts.claims.judge import SEED_RULE, judge_all
 from attnbench.verdicts.claims.c7_serving import SERVING_METRICS
 
+from .brief import brief
 from .caveats import caveats
 from attnbench.report.frame import FIGURE_DIR, RunData, load
 from attnbench.verdicts.readings import is_preset
 from attnbench.report.figures import cost_figures  # noqa: F401  registers every figure, in report order
 from attnbench.report.style import FIGURES, render
+from attnbench.report.appendix import configs_file, environments_file, other_file
+from attnbench.report.pages import breakable, column_parts, fewer_colours, repo_paths, repository_root
 from .pdf import PdfError, html_to_pdf
 from attnbench.report.tables.decision import DECISION_METRICS, decision_table
 from attnbench.report.tables.extra import other_table, presets_table, training_table
@@ -52,13 +56,16 @@ class ReportResult:
 
 
 def environment() -> Environment:
-    return Environment(
+    env = Environment(
         loader=PackageLoader("attnbench.report", "templates"),
         autoescape=True,
         trim_blocks=False,
         lstrip_blocks=False,
         keep_trailing_newline=True,
     )
+    env.filters["parts"] = column_parts  # a table wider than the page: its column groups (pages.py)
+    env.filters["breakable"] = breakable  # a path or a long number may wrap in a narrow cell
+    return env
 
 
 def png_size(png: bytes) -> tuple[int, int]:
@@ -72,6 +79,8 @@ def _atomic_write(path: Path, data: bytes) -> None:
 
 
 def figures_section(data: RunData, out_dir: Path) -> tuple[list[dict], dict[str, Path]]:
+    """Every figure drawn from these records, and its PNG; a figure without records is left out
+    of the report (``missing`` only for one that could not be drawn)."""
     fig_dir = out_dir / FIGURE_DIR
     items, files = [], {}
     for spec in FIGURES:
@@ -90,13 +99,15 @@ def figures_section(data: RunData, out_dir: Path) -> tuple[list[dict], dict[str,
         stale = fig_dir / f"{spec.id}.png"
         if png is None:
             stale.unlink(missing_ok=True)
+            if str(item["missing"]).startswith("No records"):
+                continue
         else:
             fig_dir.mkdir(parents=True, exist_ok=True)
             _atomic_write(stale, png)
             files[spec.id] = stale
             w, h = png_size(png)
             item.update(
-                src="data:image/png;base64," + base64.b64encode(png).decode("ascii"), width=w // 2, height=h // 2
+                src="data:image/png;base64," + base64.b64encode(fewer_colours(png)).decode("ascii"), width=w // 2, height=h // 2
             )  # 150 dpi PNG shown at 75 px per inch of figure
         items.append(item)
     return items, files
@@ -143,7 +154,7 @@ def environments_section(data: RunData) -> list[dict]:
             ("versions", ", ".join(f"{k} {v}" for k, v in versions.items() if v)),
         ]
         device = hw.get("gpu") or hw.get("cpu") or "unknown"
-        out.append({"label": f"environment {i + 1}: {device}", "rows": items})
+        out.append({"label": f"environment {i + 1}: {device}", "rows": items, "device": device})
     return out
 
 
@@ -156,6 +167,20 @@ def budget_lines(data: RunData) -> list[str]:
         return list(lines.values())
     # several runs merged (the decision report): each line says whose it is (experiment/run folder)
     return [f"{'/'.join(Path(run).parts[-2:])}: {note}" for run, note in lines.items()]
+
+
+def budget_status(lines: list[str]) -> str | None:
+    """The budget lines of many runs in one line (each run's own goes to the appendix's table)."""
+    if len(lines) < 2:
+        return lines[0] if lines else None
+    counts = [re.search(r": (\d+) of (\d+) cells skipped", line) for line in lines]
+    skipped = sum(int(m.group(1)) for m in counts if m)
+    planned = sum(int(m.group(2)) for m in counts if m)
+    runs = sum(1 for m in counts if m and int(m.group(1)))
+    return (
+        f"{len(lines)} runs under a time budget: {skipped} of {planned} cells skipped for it, in {runs} run{'s' if runs != 1 else ''} "
+        f"(each run's line: Run status, in the appendix)"
+    )
 
 
 def run_states(data: RunData) -> list[dict]:
@@ -209,6 +234,25 @@ def facts(data: RunData) -> list[tuple[str, str]]:
     ]
 
 
+def appendix(data: RunData, shown: set[str], budget: list[str], out_dir: Path) -> dict:
+    """The appendix's parts (the template's names): each run's budget line where several runs
+    are merged (one run's is the status line itself), the trainings, every other measurement,
+    the caveats, the configs and environments (in files beside the report when many)."""
+    other = other_table(data.records, shown)
+    configs, environments = configs_section(data), environments_section(data)
+    return {
+        "budget_lines": budget if len(budget) > 1 else [],
+        "training": training_table(data.train),
+        "other": other,
+        "other_file": other_file(other, out_dir),
+        "caveats": caveats(data),
+        "configs": configs,
+        "configs_file": configs_file(configs, out_dir),
+        "environments": environments,
+        "environments_file": environments_file(environments, out_dir),
+    }
+
+
 def build_report(
     names: Iterable[Path | str],
     out_dir: Path | str | None = None,
@@ -239,34 +283,35 @@ def build_report(
 
     t = time.perf_counter()
     df = data.records
-    shown = set(DECISION_METRICS) | set(SERVING_METRICS) | {m for f in FIGURES for m in f.metrics}
-    df = data.records
+    shown = set(DECISION_METRICS) | set(SERVING_METRICS) | {m for f in FIGURES for m in f.metrics} | {"eval/budget_summary"}
     exps = sorted({str(e) for e in df["exp"].dropna()} | {str(h.get("exp")) for h in data.headers if h.get("exp")})
     times = [str(x) for x in df["time"].dropna()] + [str(f.get("ended")) for f in data.footers]
+    claims = judge_all(df, data.train)
+    budget = budget_lines(data)
     context = {
         "title": title or f"attnbench report: {', '.join(exps) or 'no records'}",
+        "brief": brief(df, data.train, claims),
+        "budget_status": budget_status(budget),
         "intro": intro,
         "version": __version__,
         "generated": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "last_record": max(times) if times else None,
         "run_states": run_states(data),
-        "budget_lines": budget_lines(data),
         "facts": facts(data),
         "decision": decision_table(df, data.train),
-        "training": training_table(data.train),
         "presets": presets_table(df),
         "serving": serving_table(df),
         "serving_chains": serving_chain_table(df),
-        "claims": judge_all(df, data.train),
+        "claims": claims,
+        "claims_measured": [(c, v) for c, v in claims if v.verdict != "not yet measured"],  # the detail rows
         "seed_rule": SEED_RULE,
         "figures": figures,
-        "other": other_table(df, shown),
-        "caveats": caveats(data),
-        "configs": configs_section(data),
-        "environments": environments_section(data),
         "command": command or "python -m attnbench report " + " ".join(str(p) for p in paths),
+        **appendix(data, shown, budget, out_dir),
     }
-    html = redact(environment().get_template("report.html.j2").render(**context))
+    html = environment().get_template("report.html.j2").render(**context)
+    checkouts = [repository_root()] + ([Path.cwd()] if (Path.cwd() / "pyproject.toml").exists() else [])
+    html = redact(repo_paths(html, checkouts))  # no path of the machine that ran it: see pages.py
     html_path = out_dir / "report.html"
     _atomic_write(html_path, html.encode("utf-8"))
     seconds["html"] = time.perf_counter() - t

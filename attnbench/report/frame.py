@@ -309,3 +309,23 @@ def fmt_num(x, digits: int = 3) -> str:
     if isinstance(x, (int,)) or (isinstance(x, float) and x.is_integer() and abs(x) >= 1000):
         return f"{int(x):,}"
     return f"{x:.{digits}g}"
+
+
+CELL_STATES = ("measured", "projected", "skipped", "failed", "not run")
+
+
+def cell_state(g: pd.DataFrame) -> tuple[str, str]:
+    """The state of one cell from all its records (a table cell, a heatmap square, a point of a
+    line: the one source all three read), with the records' reason: measured where any record
+    has a measured value, else projected (or analytic), else failed, else skipped, whether the
+    whole cell was skipped before it started or each of its haystacks after the plan (the note
+    says why: the budget, or a cache that did not fit), else not run (no records)."""
+    if g.empty:
+        return "not run", ""
+    valued = g[g["v"].notna()] if "v" in g else g.iloc[0:0]
+    if (valued["status"] == "measured").any():
+        return "measured", ""
+    if valued["status"].isin(NOT_MEASURED).any():
+        return "projected", ""
+    status = "failed" if (g["status"] == "failed").any() else "skipped" if (g["status"] == "skipped").any() else "not run"
+    return status, "; ".join(dict.fromkeys(g["note"].dropna().astype(str))) if "note" in g else ""

@@ -42,6 +42,7 @@ FLAGS = (
     "--disable-dev-shm-usage",
     "--mute-audio",
     "--hide-scrollbars",
+    "--disable-pdf-tagging",  # the structure tree of every table cell doubles the decision report's PDF
 )
 
 

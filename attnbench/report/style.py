@@ -26,7 +26,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter
 
-from attnbench.designs import DESIGNS, MIXTURE_STYLES, VARIANTS
+from attnbench.designs import DESIGNS, MIXTURE_STYLES, PALETTE as DESIGN_PALETTE, VARIANT_COLOURS, VARIANTS  # noqa: N811
 
 from attnbench.verdicts.readings import NOT_MEASURED
 
@@ -51,27 +51,26 @@ STYLE: dict[str, Any] = {
     "lines.linewidth": 1.6,
     "lines.markersize": 5,
 }
-# Okabe-Ito: tells apart in colour-blind vision and in greyscale print (with the markers).
-# Its yellow (#F0E442) is left out: it does not read on white.
-PALETTE = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#000000", "#999999"]
 MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*", "h"]
 SERIES_COLORS = ["#D55E00", "#0072B2", "#009E73", "#CC79A7", "#000000"]  # series that are not designs
 PRESET_COLORS = ["#332288", "#882255", "#117733", "#999933", "#AA4499", "#44AA99"]  # Tol's muted, for presets
 
 
-def _family(name: str, marker: str | None = None) -> tuple[str, str]:
-    """The colour of a design's family (a registry design or a hybrid), with its own marker."""
-    colour, own = FIXED[name]
-    return colour, marker or own
+def _fixed_styles() -> dict[str, tuple[str, str]]:
+    """(colour, marker) of every named design: a letter's design's and a mixture's own, a
+    variant's own colour with its family's marker; a name without a colour takes the first
+    registry colour (designs.PALETTE) nobody holds, so no two designs share one."""
+    own = {d.name: (d.colour, d.marker) for d in DESIGNS.values() if d.colour} | dict(MIXTURE_STYLES)
+    variants = {name: (VARIANT_COLOURS.get(name), own[family][1]) for name, family in VARIANTS.items() if family in own}
+    taken = {c for c, _ in own.values()} | {c for c, _ in variants.values() if c}
+    free = iter(c for c in DESIGN_PALETTE if c not in taken)
+    return own | {name: (colour or next(free), marker) for name, (colour, marker) in sorted(variants.items())}
 
 
 # Every named design (conf/attention/*.yaml) has its (colour, marker) here, the same in every
-# figure, all of it the registry's data (attnbench/designs.py): a single-letter design's own, a
-# mixture's (MIXTURE_STYLES), and a variant's (VARIANTS: its family's colour, a marker of its
-# own, so it reads as its family's). tests/test_designs.py holds every conf/attention design to an entry here.
-FIXED: dict[str, tuple[str, str]] = {d.name: (d.colour, d.marker) for d in DESIGNS.values() if d.colour}
-FIXED |= MIXTURE_STYLES
-FIXED |= {name: _family(family, marker) for name, (family, marker) in VARIANTS.items()}
+# figure, all of it the registry's data (attnbench/designs.py): one colour per design, one marker
+# per family. tests/test_designs.py holds every conf/attention design to an entry here.
+FIXED: dict[str, tuple[str, str]] = _fixed_styles()
 WIDTH = 7.2  # inches: an A4 page's text width
 
 
@@ -103,7 +102,8 @@ def style(name: str, all_names: list[str]) -> tuple[str, str]:
         return FIXED[name]
     others = [n for n in design_order(all_names) if n not in FIXED]  # unnamed designs (a config override)
     i = others.index(name) if name in others else 0
-    return PALETTE[::-1][i % len(PALETTE)], MARKERS[::-1][i % len(MARKERS)]
+    free = [c for c in DESIGN_PALETTE if c not in {c for c, _ in FIXED.values()}]  # colours no named design holds
+    return free[i % len(free)], MARKERS[::-1][i % len(MARKERS)]
 
 
 def render(spec: FigureSpec, df: pd.DataFrame) -> bytes | None:

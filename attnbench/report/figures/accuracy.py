@@ -23,7 +23,7 @@ from attnbench.verdicts.quality import pooled_acc
 from attnbench.verdicts.readings import NOT_MEASURED, metric, pooled
 
 from attnbench.basics import fmt_len
-from attnbench.report.frame import design_order, designs, haystack_counts, mark_partial
+from attnbench.report.frame import cell_state, design_order, designs, haystack_counts, mark_partial
 from attnbench.report.style import facet_grid, figure, figure_legend, len_axis, plot_status_series, spare, style
 
 
@@ -107,24 +107,23 @@ def niah_heatmap(df: pd.DataFrame) -> Figure | None:
 
 
 def _heatmap_cells(g: pd.DataFrame, depths: list, lens: list) -> tuple[np.ndarray, dict[tuple[int, int], str]]:
-    """One panel's accuracy grid (depth x length) and each cell's kind (HEATMAP_CELLS; "": measured)."""
+    """One panel's accuracy grid (depth x length) and each cell's kind (HEATMAP_CELLS; "": measured),
+    the state the tables read (data.cell_state): a square without records of its own depth takes
+    its length's depth-less records (a cell skipped whole, or haystack by haystack after the plan)."""
     grid = np.full((len(depths), len(lens)), np.nan)
     marks: dict[tuple[int, int], str] = {}
-    for (depth, length), cell in g.groupby(["depth", "context_len"]):
-        i, j = depths.index(depth), lens.index(length)
-        ok = cell[cell["status"].isin(("measured",) + NOT_MEASURED)]
-        if not ok.empty:
-            grid[i, j] = ok["v"].mean()
-            marks[(i, j)] = "projected" if ok["status"].isin(NOT_MEASURED).all() else ("partial" if ok["partial"].any() else "")
-        else:
-            marks[(i, j)] = "failed" if (cell["status"] == "failed").any() else "skipped"
-    whole = g[g["depth"].isna() & g["status"].isin(["skipped", "failed"]) & g["sample"].isna()]  # a length skipped at every depth
-    for length, cell in whole.groupby("context_len"):
-        if length in lens:
-            j = lens.index(length)
-            for i in range(len(depths)):
-                if np.isnan(grid[i, j]):
-                    marks[(i, j)] = "failed" if (cell["status"] == "failed").any() else "skipped"
+    for j, length in enumerate(lens):
+        at = g[g["context_len"] == length]
+        whole, _ = cell_state(at[at["depth"].isna()])
+        for i, depth in enumerate(depths):
+            cell = at[at["depth"] == depth]
+            state, _ = cell_state(cell)
+            if state in ("measured", "projected"):
+                ok = cell[cell["status"].isin(("measured",) + NOT_MEASURED)]
+                grid[i, j] = ok["v"].mean()
+                marks[(i, j)] = "projected" if state == "projected" else ("partial" if ok["partial"].any() else "")
+            elif state != "not run" or whole in ("skipped", "failed"):
+                marks[(i, j)] = state if state != "not run" else whole
     return grid, marks
 
 
@@ -193,24 +192,20 @@ def learned_of(g: pd.DataFrame) -> bool | None:
 
 
 def _acc_series(g: pd.DataFrame, x: str) -> pd.DataFrame:
-    """Per x: the pooled accuracy and its 95% Wilson interval (measured), or the status mark;
-    ``partial`` where the cell ran fewer haystacks than planned. A haystack skipped late beside
-    measured ones is the partial mark, not a skip of the cell."""
+    """Per x: the pooled accuracy and its 95% Wilson interval (measured), or the state the tables
+    read (data.cell_state: skipped whole or haystack by haystack, failed); ``partial`` where the
+    cell ran fewer haystacks than planned (its late-skipped haystacks beside measured ones)."""
     rows = []
-    whole_skips = g[~((g["status"] == "skipped") & g["sample"].notna())] if "sample" in g else g
-    for (xv, status), gg in whole_skips.groupby([x, "status"], dropna=True):
-        a = pooled_acc(gg) if status == "measured" else None
+    for xv, gg in g.groupby(x, dropna=True):
+        state, _ = cell_state(gg)
+        if state == "not run":
+            continue
+        status = "projected" if state == "projected" else state
+        ok = gg[gg["status"] == "measured"] if state == "measured" else gg[gg["status"].isin(NOT_MEASURED)]
+        a = pooled_acc(ok) if state == "measured" else None
         part = bool(gg["partial"].any()) if "partial" in gg else False
-        rows.append(
-            {
-                x: xv,
-                "status": status,
-                "v": a.p if a else gg["v"].mean(),
-                "lo": a.lo if a else np.nan,
-                "hi": a.hi if a else np.nan,
-                "partial": part,
-            }
-        )
+        v = a.p if a else (ok["v"].mean() if state in ("measured", "projected") else np.nan)
+        rows.append({x: xv, "status": status, "v": v, "lo": a.lo if a else np.nan, "hi": a.hi if a else np.nan, "partial": part})
     return pd.DataFrame(rows, columns=[x, "status", "v", "lo", "hi", "partial"])
 
 

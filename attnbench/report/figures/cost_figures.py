@@ -168,7 +168,7 @@ def efficiency(df: pd.DataFrame) -> Figure | None:
             .reset_index()
         )
         ax_t.plot(by["context_len"], by["v"], ls="-", marker=marker, color=color, label=name)
-        ax_t.plot(by["context_len"], by["roof"], ls="--", color=color)
+        ax_t.plot(by["context_len"], by["roof"], ls="--", marker=marker, mfc="white", mec=color, color=color)  # the marker says whose
         ax_f.plot(by["context_len"], by["frac"], ls="-", marker=marker, color=color, label=name)
         for ax, col in ((ax_t, "v"), (ax_f, "frac")):
             hollow = by[by["noisy"]]
@@ -178,7 +178,7 @@ def efficiency(df: pd.DataFrame) -> Figure | None:
         ax.set_xlabel("context length (tokens)")
     ax_t.set_yscale("log")
     ax_t.set_ylabel("s per haystack")
-    ax_t.set_title("measured (solid) and roofline (dashed)")
+    ax_t.set_title("measured (solid) and roofline (dashed, hollow)")
     ax_f.set_ylabel("fraction of the fp32 peak")
     ax_f.set_title("efficiency")
     figure_legend(fig)
@@ -308,7 +308,7 @@ def train_loss(df: pd.DataFrame) -> Figure | None:
     ax = axes[0][0]
     names = designs(df)
     for name in designs(d):
-        color, marker = style(name, names)  # designs of one family share a colour: their markers tell them apart
+        color, marker = style(name, names)  # a colour per design, a marker per family
         for i, (_, g) in enumerate(d[d["design"] == name].groupby(["seed", "run_dir"], dropna=False)):
             g = g.sort_values("step")
             every = max(1, len(g) // 10)

@@ -21,7 +21,7 @@ from attnbench.designs import layout_letters, of
 from attnbench.verdicts.readings import LEN_1M, LEN_4M, LEN_128K, NOT_MEASURED, is_preset, metric, pooled
 
 from attnbench.basics import fmt_bytes, fmt_len
-from attnbench.report.frame import designs, fmt_num, haystack_counts, mark_partial
+from attnbench.report.frame import cell_state, designs, fmt_num, haystack_counts, mark_partial
 from attnbench.verdicts.quality import (
     EFFECTIVE_LOWER_BOUND,
     KEPT_SHARE,
@@ -57,6 +57,8 @@ class Table:
     columns: list[tuple[str, str]]  # (group, label); a group spans its consecutive columns
     rows: list[list[Cell]] = field(default_factory=list)
     note: str = ""
+    keys: int = 1  # the leading columns that name a row: repeated in each part of a split table (pages.py)
+    font_pt: float = 8.5  # its print size (the template's), for the width it needs
 
     @property
     def groups(self) -> list[tuple[str, int]]:
@@ -81,8 +83,8 @@ def summarize(g: pd.DataFrame, fmt: Callable[[float], str] = fmt_num) -> Cell:
         if not s.empty:
             other = "; projected values exist too" if status == "measured" and g["status"].isin(NOT_MEASURED).any() else ""
             return Cell(fmt(s.mean()), "" if status == "measured" else "projected", f"mean of {len(s)} {status} record(s){other}")
-    status = "failed" if (g["status"] == "failed").any() else "skipped"
-    notes = "; ".join(dict.fromkeys(g["note"].dropna().astype(str)))
+    state, notes = cell_state(g)  # the figures read the same state (data.cell_state)
+    status = "failed" if state == "failed" else "skipped"
     return Cell(status, status, notes or status)
 
 
@@ -298,11 +300,13 @@ def decision_table(df: pd.DataFrame, train: pd.DataFrame | None = None, *, drop_
     cols += [(f"crossover vs {BASELINE}", "prefill"), (f"crossover vs {BASELINE}", "decode")]
     rules = {json.dumps(r, sort_keys=True, default=str) for r in train["rule"]} if "rule" in train else set()
     rule_note = (" Training rule: " + "; ".join(rule_text(json.loads(r)) for r in sorted(rules)) + ".") if rules else ""
-    table = Table("decision", cols, note=_decision_note(rule_note))
+    table = Table("decision", cols, note=_decision_note(rule_note), font_pt=7.5)
     own = df[~is_preset(df)]
     for name in row_designs(df):
         g = own[own["design"] == name]
-        layout = next((str(x) for x in g["layout"].dropna() if str(x)), "")
+        layouts = g["layout"].dropna().astype(str)
+        layouts = layouts[layouts.str.fullmatch(r"[A-Z]+")]  # records of no one layout write "-" or ""
+        layout = str(layouts.mode().iloc[0]) if not layouts.empty else ""
         tr = primary_training(train[train["design"] == name])
         row = [Cell(name), Cell(layout), params_cell(g)]
         if tr.empty:

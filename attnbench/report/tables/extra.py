@@ -43,6 +43,9 @@ def training_table(train: pd.DataFrame) -> Table | None:
         "training token, % of the fp32 matmul peak calibrated when it trained (— for models trained "
         "before that was recorded).",
     )
+    rules = dict.fromkeys(rule_text(r) for r in train["rule"] if isinstance(r, dict) and rule_text(r))
+    if rules:  # each rule in full once, under the table; a row names its rule
+        table.note += " Rules: " + "; ".join(rules) + "."
     several = "exp" in train and train["exp"].nunique() > 1  # the same design's models of different experiments
     seeded = "seed" in train and train["seed"].nunique(dropna=True) > 1  # models of several seeds
     for _, t in train.iterrows():
@@ -57,7 +60,7 @@ def training_table(train: pd.DataFrame) -> Table | None:
                 Cell(f"{int(t['tokens']):,}" if pd.notna(t["tokens"]) else "—"),
                 Cell(str(t["status"])),
                 Cell(str(t["stop_reason"])),
-                Cell(rule_text(rule) or "—"),
+                Cell(str(rule.get("name") or "—"), "", rule_text(rule)),
                 *_rate_cells(t.get("rate")),
                 Cell(str(t["source"])),
             ]
@@ -116,8 +119,9 @@ def other_table(df: pd.DataFrame, shown: Iterable[str]) -> Table | None:
     names = designs(d) + sorted(set(d.loc[is_preset(d), "preset"].astype(str)))
     table = Table(
         "other",
-        [("", "metric"), ("", "unit"), ("", "context")] + [("design", n) for n in names],
-        note="Mean over seeds and repeats; lists show their length.",
+        [("", "metric"), ("", "unit"), ("", "context")] + [("design", n if n != "-" else "no design (the machine)") for n in names],
+        note="Mean over seeds and repeats; lists show their length. No design: records of the machine, not of a design (its calibration).",
+        keys=3,
     )
     d = d.assign(
         who=d["preset"].where(is_preset(d), d["design"]).astype(str), ctx=d["context_len"].map(lambda n: fmt_len(n) if pd.notna(n) else "")
