@@ -11,7 +11,7 @@ tolerance rule of every check against a naive truth is ``tolerance.py``.
 """
 
 from .backend import BACKENDS, choose, for_layout, force, label, reset
-from .dsa import dsa_attn, dsa_select
+from .dsa import dsa_attn, dsa_index_kl, dsa_select
 from .gated_delta import gated_delta
 from .lightning import lightning_attn
 from .msa import msa_attn, msa_select
@@ -26,6 +26,7 @@ __all__ = [
     "label",
     "reset",
     "dsa_attn",
+    "dsa_index_kl",
     "dsa_select",
     "gated_delta",
     "lightning_attn",

@@ -32,7 +32,9 @@ def gated_delta(
     B, Hk, T, Dk = q.shape
     H = v.shape[1]
     if v.dim() != 4 or k.shape != q.shape or v.shape[0] != B or v.shape[2] != T or H % Hk:
-        raise ValueError(f"q, k (B, Hk, T, Dk) and v (B, H, T, Dv), H % Hk == 0, disagree: {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}")
+        raise ValueError(
+            f"q, k (B, Hk, T, Dk) and v (B, H, T, Dv), H % Hk == 0, disagree: {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}"
+        )
     if g.shape != (B, H, T) or beta.shape != (B, H, T):
         raise ValueError(f"g and beta must be (B, H, T) = ({B}, {H}, {T}); got {tuple(g.shape)}, {tuple(beta.shape)}")
     if initial_state is not None and initial_state.shape != (B, H, Dk, v.shape[3]):

@@ -104,8 +104,8 @@ def gated_delta(q, k, v, g, beta, *, scale: float | None = None, initial_state=N
         pad = -L % chunk  # zero tokens (k = v = 0, b = 0, g = 0) change neither the state nor the outputs before them
         xs = [F.pad(x[:, t0:t1], (0, 0, 0, pad)) for x in (qf, kf, vf)] + [F.pad(x[:, t0:t1], (0, pad)) for x in (gf, bf)]
         N = (L + pad) // chunk
-        xs = [x.reshape(P, N, chunk, *x.shape[2:]) for x in xs]
-        o, state = _chunks(*xs, state, scale)
+        qc, kc, vc, gc, bc = (x.reshape(P, N, chunk, *x.shape[2:]) for x in xs)
+        o, state = _chunks(qc, kc, vc, gc, bc, state, scale)
         outs.append(o.reshape(P, N * chunk, Dv)[:, :L])
     o = torch.cat(outs, dim=1) if len(outs) > 1 else outs[0]
     return o.reshape(B, H, T, Dv).to(v.dtype), state.view(B, H, Dk, Dv)
