@@ -186,3 +186,32 @@ def test_peer_fla_naive_gated_delta_rule(with_state):
         o = o.transpose(1, 2) if name.startswith("fla") else o
         assert_within(o, truth, plain, f"{name} o")
         assert_within(s, truth_s, plain_s, f"{name} final state")
+
+
+def test_layer_prefill_in_pieces_and_decode_equal_one_pass():
+    """The Gated DeltaNet layer (attnbench/model/gated_delta.py) at lightning_hybrid_h8's width and
+    heads: a prefill in pieces, then single-token steps from its cache (state and convolution
+    tail), equal one pass over the whole sequence, and no output sees a later token."""
+    from types import SimpleNamespace
+
+    from attnbench.model.gated_delta import GatedDeltaAttention
+
+    torch.manual_seed(0)
+    cfg = SimpleNamespace(d_model=64, n_heads=2, head_dim=32)
+    layer = GatedDeltaAttention(cfg, SimpleNamespace(lightning_heads=8, qkv_conv=0), layer=3)
+    assert (layer.H, layer.D, layer.K) == (8, 8, 4)
+    x = torch.randn(2, 40, 64)
+    with torch.no_grad():
+        y, aux = layer(x)
+        cache = layer.new_cache()
+        pieces = [layer(x[:, :17], cache)[0], layer(x[:, 17:33], cache)[0]]
+        pieces += [layer(x[:, t : t + 1], cache)[0] for t in range(33, 40)]
+        assert cache.length == 40 and cache.state.shape == (2, 8, 8, 8) and cache.state.dtype == torch.float32
+        assert_close(torch.cat(pieces, 1), y, rtol=1e-4, atol=1e-5, what="y in pieces")
+        x2 = x.clone()
+        x2[:, 25:] = torch.randn(2, 15, 64)
+        assert_close(layer(x2)[0][:, :25], y[:, :25], rtol=1e-6, atol=1e-7, what="an output saw a later token")
+    assert float(aux) == 0.0
+    out, _ = layer(x)
+    out.square().mean().backward()
+    assert all(p.grad is not None and torch.isfinite(p.grad).all() for p in layer.parameters())
