@@ -195,3 +195,31 @@ def test_bad_shapes_raise_clear_errors():
         K.dsa_attn(q, q[:, :2], q[:, :2], torch.zeros(1, 9, 3, dtype=torch.int64))
     with pytest.raises(NotImplementedError, match="Triton"):
         K.dsa_attn(q, q, q, torch.zeros(1, 10, 3, dtype=torch.int64), backend="triton")
+
+
+def test_layer_prefill_in_pieces_and_decode_equal_one_pass():
+    """The DSA layer (attnbench/model/dsa.py) at msa's budget (top_k blocks x block_size tokens):
+    a prefill in pieces, then single-token steps from its cache, equal one pass; in training its
+    indexer loss is positive and reaches the indexer's weights only."""
+    from attnbench.config.schema import DesignConfig, ModelConfig
+    from attnbench.model.dsa import DSAAttention
+
+    torch.manual_seed(0)
+    design = DesignConfig(name="dsa", layout="D", block_size=4, top_k=3)  # 12 tokens a query
+    layer = DSAAttention(ModelConfig(), design, layer=0)
+    assert layer.tokens == 12
+    x = torch.randn(2, 40, 64)
+    layer.eval()
+    with torch.no_grad():
+        y, aux = layer(x)
+        cache = layer.new_cache()
+        pieces = [layer(x[:, :17], cache)[0], layer(x[:, 17:33], cache)[0]]
+        pieces += [layer(x[:, t : t + 1], cache)[0] for t in range(33, 40)]
+    assert float(aux) == 0.0
+    assert_close(torch.cat(pieces, 1), y, rtol=1e-4, atol=1e-5, what="y in pieces")
+    layer.train()
+    y, aux = layer(x)
+    assert float(aux.detach()) > 0
+    aux.backward()
+    touched = {n for n, p in layer.named_parameters() if p.grad is not None and p.grad.abs().sum() > 0}
+    assert touched == {"index_q.weight", "index_w.weight", "index_k.weight"}, touched
