@@ -104,6 +104,17 @@ DESIGNS: dict[str, Design] = {
             marker="P",
             triton_on_auto=True,
         ),
+        Design(
+            letter="G",
+            name="gdn",
+            layer="attnbench.model.gated_delta:GatedDeltaAttention",
+            op="gated_delta",
+            cost="gated_delta",
+            glue_ops=90,
+            spec="attnbench.specs.gated_delta:SPEC",
+            colour="#000000",
+            marker="p",
+        ),
         # DeepSeek sparse attention over MLA: production presets only (attnbench.bench.presets)
         Design(letter="D", name="dsa", layer=None, op=None, cost="dsa", glue_ops=100, spec="attnbench.specs.dsa:SPEC"),
     )
@@ -112,7 +123,7 @@ DESIGNS: dict[str, Design] = {
 # Named designs that mix letters, and variants (one setting changed) of a design or a mixture:
 # their figure style (report/style.py FIXED). A variant takes its family's colour and a marker
 # of its own, so it reads as its family's.
-MIXTURE_STYLES: dict[str, tuple[str, str]] = {"lightning_hybrid": ("#009E73", "^"), "swa_hybrid": ("#56B4E9", "v")}
+MIXTURE_STYLES: dict[str, tuple[str, str]] = {"lightning_hybrid": ("#009E73", "^"), "swa_hybrid": ("#56B4E9", "v"), "gdn_hybrid": ("#999999", "H")}
 VARIANTS: dict[str, tuple[str, str]] = {  # name -> (family, marker)
     "lightning_hybrid16": ("lightning_hybrid", "X"),
     "lightning_hybrid31": ("lightning_hybrid", "*"),
@@ -120,11 +131,12 @@ VARIANTS: dict[str, tuple[str, str]] = {  # name -> (family, marker)
     "lightning_hybrid_nope": ("lightning_hybrid", "<"),  # not "p": beside h8's hexagon a pentagon is not told apart
     "lightning_conv_nope": ("lightning_hybrid", "d"),
     "softmax_logn": ("softmax", ">"),
+    "gdn_hybrid31": ("gdn_hybrid", "8"),
 }
 # The op every kernel speedup is over: timed as causal SDPA, its fastest form (bench/ops.sdpa_causal).
 BASELINE_OP = "softmax"
 # The designs in the order tables and legends list them (report/data.py); unknown names follow alphabetically.
-DESIGN_ORDER = ("softmax", "lightning", "lightning_hybrid", "sliding_window", "swa_hybrid", "msa")
+DESIGN_ORDER = ("softmax", "lightning", "lightning_hybrid", "gdn", "gdn_hybrid", "sliding_window", "swa_hybrid", "msa")
 
 
 # What the registry holds, read from it when asked (not copied at import), so a design
