@@ -115,8 +115,18 @@ DESIGNS: dict[str, Design] = {
             colour="#000000",
             marker="p",
         ),
-        # DeepSeek sparse attention over MLA: production presets only (attnbench.bench.presets)
-        Design(letter="D", name="dsa", layer=None, op=None, cost="dsa", glue_ops=100, spec="attnbench.specs.dsa:SPEC"),
+        # DeepSeek sparse attention: built here over GQA; over MLA in the production presets (attnbench.bench.presets)
+        Design(
+            letter="D",
+            name="dsa",
+            layer="attnbench.model.dsa:DSAAttention",
+            op="dsa",
+            cost="dsa",
+            glue_ops=150,
+            spec="attnbench.specs.dsa:SPEC",
+            colour="#882255",
+            marker="d",
+        ),
     )
 }
 
@@ -136,7 +146,7 @@ VARIANTS: dict[str, tuple[str, str]] = {  # name -> (family, marker)
 # The op every kernel speedup is over: timed as causal SDPA, its fastest form (bench/ops.sdpa_causal).
 BASELINE_OP = "softmax"
 # The designs in the order tables and legends list them (report/data.py); unknown names follow alphabetically.
-DESIGN_ORDER = ("softmax", "lightning", "lightning_hybrid", "gdn", "gdn_hybrid", "sliding_window", "swa_hybrid", "msa")
+DESIGN_ORDER = ("softmax", "lightning", "lightning_hybrid", "gdn", "gdn_hybrid", "sliding_window", "swa_hybrid", "msa", "dsa")
 
 
 # What the registry holds, read from it when asked (not copied at import), so a design

@@ -131,13 +131,3 @@ def implementation(op: str, name: str, backend: str, device: torch.device) -> Ca
 def _function(op: str, name: str, chosen: str) -> Callable:
     return getattr(importlib.import_module(f"attnbench.kernels.{op}.{chosen}"), name)
 
-
-def reference_only(op: str, name: str, backend: str, device: torch.device) -> Callable:
-    """``implementation`` for an op that no registered design names yet (kernels/gated_delta,
-    kernels/dsa): choose() does not know it, and its only backend is the plain-torch reference
-    (it has no Triton kernel). A design that names the op calls ``implementation`` instead."""
-    if backend not in BACKENDS:
-        raise ValueError(f"backend={backend!r}: allowed {', '.join(BACKENDS)}")
-    if backend == "triton":
-        raise NotImplementedError(f"backend='triton' for op {op!r}: no Triton kernel (kernels/{op}/triton.py missing)")
-    return _function(op, name, "reference")

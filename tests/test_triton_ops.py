@@ -260,7 +260,7 @@ def test_msa_attn_triton(shape, dtype):
 # ---------------------------------------------------------------- the backend switch
 
 
-NO_TRITON = ("gated_delta",)  # ops whose plain-torch reference is their only backend (no kernels/<op>/triton.py yet)
+NO_TRITON = ("gated_delta", "dsa")  # ops whose plain-torch reference is their only backend (no kernels/<op>/triton.py yet)
 
 
 def test_every_op_has_a_triton_kernel_and_auto_stays_on_cpu():
@@ -279,6 +279,7 @@ def test_every_op_has_a_triton_kernel_and_auto_stays_on_cpu():
         "sliding_window": "triton",
         "msa": "triton",
         "gated_delta": "reference",
+        "dsa": "reference",
     }
 
 
