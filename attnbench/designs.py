@@ -133,7 +133,11 @@ DESIGNS: dict[str, Design] = {
 # Named designs that mix letters, and variants (one setting changed) of a design or a mixture:
 # their figure style (report/style.py FIXED). A variant takes its family's colour and a marker
 # of its own, so it reads as its family's.
-MIXTURE_STYLES: dict[str, tuple[str, str]] = {"lightning_hybrid": ("#009E73", "^"), "swa_hybrid": ("#56B4E9", "v"), "gdn_hybrid": ("#999999", "H")}
+MIXTURE_STYLES: dict[str, tuple[str, str]] = {
+    "lightning_hybrid": ("#009E73", "^"),
+    "swa_hybrid": ("#56B4E9", "v"),
+    "gdn_hybrid": ("#999999", "H"),
+}
 VARIANTS: dict[str, tuple[str, str]] = {  # name -> (family, marker)
     "lightning_hybrid16": ("lightning_hybrid", "X"),
     "lightning_hybrid31": ("lightning_hybrid", "*"),

@@ -130,4 +130,3 @@ def implementation(op: str, name: str, backend: str, device: torch.device) -> Ca
 @lru_cache(maxsize=None)
 def _function(op: str, name: str, chosen: str) -> Callable:
     return getattr(importlib.import_module(f"attnbench.kernels.{op}.{chosen}"), name)
-

@@ -9,7 +9,6 @@ import torch.nn.functional as F
 import attnbench.kernels as K
 from attnbench.kernels.gated_delta import naive as gd_naive
 
-from . import Spec
 from .lightning import Lightning
 
 F32 = 4
@@ -35,7 +34,7 @@ def gated_delta_cost(phase, n, a, B, e, impl):
 class GatedDelta(Lightning):
     name, op = "gdn", "gated_delta"
     compiled_prefill = False  # its blocks are not among Model.compile_prefill's (lightning's)
-    baselines = ("reference",)
+    baselines: tuple[str, ...] = ("reference",)
     plain_kw = False
 
     def costs(self):
@@ -58,7 +57,11 @@ class GatedDelta(Lightning):
     def inputs(self, sh, rnd):
         """q, k L2-normalised; log-gates from ~0 to ~-3, write strengths in (0, 1); a decode-like
         call (T < S) starts from a random state (fp32)."""
-        x = dict(q=F.normalize(rnd(sh.B, sh.H, sh.T, sh.D), dim=-1), k=F.normalize(rnd(sh.B, sh.H, sh.T, sh.D), dim=-1), v=rnd(sh.B, sh.H, sh.T, sh.D))
+        x = dict(
+            q=F.normalize(rnd(sh.B, sh.H, sh.T, sh.D), dim=-1),
+            k=F.normalize(rnd(sh.B, sh.H, sh.T, sh.D), dim=-1),
+            v=rnd(sh.B, sh.H, sh.T, sh.D),
+        )
         x["g"] = F.logsigmoid(rnd(sh.B, sh.H, sh.T, scale=2.0) + 2)
         x["beta"] = torch.sigmoid(rnd(sh.B, sh.H, sh.T))
         if sh.T < sh.keys:
