@@ -46,9 +46,9 @@ class GatedDeltaAttention(nn.Module):
         self.norm = nn.RMSNorm(self.D, eps=1e-6)
         self.o = nn.Linear(self.H * self.D, cfg.d_model, bias=False)
         # fla's / Mamba2's initialisation: A in (0, 16), dt in (1e-3, 1e-1) log-uniform, dt_bias = softplus^-1(dt)
-        gen = torch.Generator().manual_seed(layer)
-        self.A_log = nn.Parameter(torch.log(torch.empty(self.H).uniform_(1e-4, 16, generator=gen)))
-        dt = torch.exp(torch.rand(self.H, generator=gen) * (math.log(0.1) - math.log(1e-3)) + math.log(1e-3)).clamp(min=1e-4)
+        # (drawn from torch's generator, as every other weight: a training's seed changes them too)
+        self.A_log = nn.Parameter(torch.log(torch.empty(self.H).uniform_(1e-4, 16)))
+        dt = torch.exp(torch.rand(self.H) * (math.log(0.1) - math.log(1e-3)) + math.log(1e-3)).clamp(min=1e-4)
         self.dt_bias = nn.Parameter(dt + torch.log(-torch.expm1(-dt)))
 
     def mix(self, u: torch.Tensor, cache: LinearState | None) -> torch.Tensor:
