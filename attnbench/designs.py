@@ -104,8 +104,29 @@ DESIGNS: dict[str, Design] = {
             marker="P",
             triton_on_auto=True,
         ),
-        # DeepSeek sparse attention over MLA: production presets only (attnbench.bench.presets)
-        Design(letter="D", name="dsa", layer=None, op=None, cost="dsa", glue_ops=100, spec="attnbench.specs.dsa:SPEC"),
+        Design(
+            letter="G",
+            name="gdn",
+            layer="attnbench.model.gated_delta:GatedDeltaAttention",
+            op="gated_delta",
+            cost="gated_delta",
+            glue_ops=90,
+            spec="attnbench.specs.gated_delta:SPEC",
+            colour="#000000",
+            marker="p",
+        ),
+        # DeepSeek sparse attention: built here over GQA; over MLA in the production presets (attnbench.bench.presets)
+        Design(
+            letter="D",
+            name="dsa",
+            layer="attnbench.model.dsa:DSAAttention",
+            op="dsa",
+            cost="dsa",
+            glue_ops=150,
+            spec="attnbench.specs.dsa:SPEC",
+            colour="#882255",
+            marker="d",
+        ),
     )
 }
 
@@ -120,7 +141,11 @@ PALETTE = (
     "#332288", "#117733", "#44AA99", "#88CCEE", "#999933", "#CC6677", "#882255", "#AA4499",
     "#DDCC77", "#4477AA", "#225555", "#666633", "#663333", "#EE7733", "#0077BB", "#EE3377", "#33BBEE",
 )  # fmt: skip
-MIXTURE_STYLES: dict[str, tuple[str, str]] = {"lightning_hybrid": ("#009E73", "^"), "swa_hybrid": ("#56B4E9", "v")}
+MIXTURE_STYLES: dict[str, tuple[str, str]] = {
+    "lightning_hybrid": ("#009E73", "^"),
+    "swa_hybrid": ("#56B4E9", "v"),
+    "gdn_hybrid": ("#225555", "H"),
+}
 VARIANTS: dict[str, str] = {  # name -> its family (a DESIGNS name or a MIXTURE_STYLES name)
     "lightning_hybrid16": "lightning_hybrid",
     "lightning_hybrid31": "lightning_hybrid",
@@ -128,6 +153,7 @@ VARIANTS: dict[str, str] = {  # name -> its family (a DESIGNS name or a MIXTURE_
     "lightning_hybrid_nope": "lightning_hybrid",
     "lightning_conv_nope": "lightning_hybrid",
     "softmax_logn": "softmax",
+    "gdn_hybrid31": "gdn_hybrid",
 }
 VARIANT_COLOURS: dict[str, str] = {  # a variant's own colour (one not given takes a free PALETTE colour)
     "lightning_hybrid16": "#117733",
@@ -140,7 +166,7 @@ VARIANT_COLOURS: dict[str, str] = {  # a variant's own colour (one not given tak
 # The op every kernel speedup is over: timed as causal SDPA, its fastest form (bench/ops.sdpa_causal).
 BASELINE_OP = "softmax"
 # The designs in the order tables and legends list them (report/frame.py); unknown names follow alphabetically.
-DESIGN_ORDER = ("softmax", "lightning", "lightning_hybrid", "sliding_window", "swa_hybrid", "msa")
+DESIGN_ORDER = ("softmax", "lightning", "lightning_hybrid", "gdn", "gdn_hybrid", "sliding_window", "swa_hybrid", "msa", "dsa")
 
 
 # What the registry holds, read from it when asked (not copied at import), so a design

@@ -11,6 +11,8 @@ tolerance rule of every check against a naive truth is ``tolerance.py``.
 """
 
 from .backend import BACKENDS, choose, for_layout, force, label, reset
+from .dsa import dsa_attn, dsa_index_kl, dsa_select
+from .gated_delta import gated_delta
 from .lightning import lightning_attn
 from .msa import msa_attn, msa_select
 from .sliding_window import sliding_window_attn
@@ -23,6 +25,10 @@ __all__ = [
     "force",
     "label",
     "reset",
+    "dsa_attn",
+    "dsa_index_kl",
+    "dsa_select",
+    "gated_delta",
     "lightning_attn",
     "msa_attn",
     "msa_select",

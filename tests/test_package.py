@@ -53,6 +53,9 @@ def test_wheel_contains_configs_and_kernels(tmp_path):
         "attnbench/tracking/dashboard.py",
     ]:
         assert needed in names, f"{needed} missing from {wheel.name}"
+    for op in sorted(p.parent.name for p in (ROOT / "kernels").glob("*/reference.py")):  # every op folder (pyproject's package list)
+        for part in ("__init__.py", "naive.py", "reference.py"):
+            assert f"attnbench/kernels/{op}/{part}" in names, f"kernels/{op}/{part} missing from {wheel.name}"
     assert not any(n.startswith(("kernels/", "conf/")) for n in names), "top-level kernels/ or conf/ leaked into the wheel"
     # every checkpoint shipped in the repo travels with its training record
     shipped = sorted(

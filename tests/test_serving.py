@@ -63,7 +63,18 @@ def test_presets_table_shows_the_license_beside_the_cache_sizes():
 # --- prefix resume and speculative rollback: state equivalence for every layout letter ---------
 
 # every layout letter alone, the two hybrids (a growing layer beside overwritten ones), the conv variant's tail
-SERVING_DESIGNS = ["softmax", "lightning", "sliding_window", "msa", "lightning_hybrid", "swa_hybrid", "lightning_conv_nope"]
+SERVING_DESIGNS = [
+    "softmax",
+    "lightning",
+    "sliding_window",
+    "msa",
+    "lightning_hybrid",
+    "swa_hybrid",
+    "lightning_conv_nope",
+    "gdn",
+    "gdn_hybrid",
+    "dsa",
+]
 BLOCK = 16  # state-save granularity b of the tests
 
 

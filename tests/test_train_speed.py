@@ -30,7 +30,14 @@ from helpers import TINY_BACKBONE, TINY_TASK, compose_cfg
 from naive import task_loss_naive
 
 STEPS = 50
-LETTER_DESIGN = {"S": "softmax", "L": "lightning", "W": "sliding_window", "M": "msa"}  # one design per layout letter
+LETTER_DESIGN = {
+    "S": "softmax",
+    "L": "lightning",
+    "W": "sliding_window",
+    "M": "msa",
+    "G": "gdn",
+    "D": "dsa",
+}  # one design per layout letter
 # A stage with one length (one compiled shape), longer than sliding window's window and msa's
 # blocks so that both do their sparse work; two experts of which each token takes one.
 STAGE = "train.stages=[{n_keys: 8, n_values: 8, n_filler: 8, n_pairs: 4, context_len: 64, n_queries: 4}]"

@@ -58,9 +58,11 @@ class DesignConfig:
     index_rope: bool = True  # M: RoPE on the index heads (same fraction as the main heads)
     index_loss_weight: float = 1.0  # M: weight of the index KL loss in training
     n_layers: int = 0  # layers of this design's model (0: model.n_layers), e.g. 16 for LLLLLLLS x 2
-    lightning_heads: int = 0  # L: heads of the lightning layers (0: model.n_heads), same total width
+    lightning_heads: int = 0  # L, G: heads of the lightning and gated delta layers (0: model.n_heads), same total width
     position: Position = Position.partial  # S/W/M: RoPE scheme (choices.Position)
-    qkv_conv: int = 0  # L: kernel of a short causal depthwise conv on q, k, v (0: none, the faithful Text-01 layer)
+    qkv_conv: int = (
+        0  # L: kernel of a short causal depthwise conv on q, k, v (0: none, the faithful Text-01 layer); G: its conv kernel (0: 4)
+    )
 
 
 @dataclass

@@ -12,7 +12,7 @@ class Lightning(Spec):
     name, op = "lightning", "lightning"
     grows, state = False, True
     compiled_prefill = fill_runs_op = True
-    baselines = ("reference", "fla")
+    baselines: tuple[str, ...] = ("reference", "fla")
     plain_kw = True
     outputs = ("o", "final_state")
     gqa_inputs = False

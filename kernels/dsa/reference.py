@@ -1,0 +1,113 @@
+"""DeepSeek sparse attention (DSA), plain torch: memory-bounded selection, attention and indexer loss.
+
+Selection. The index scores I(t, s) = sum_j w_{t,j} ReLU(qI_{t,j} . kI_s) of one tile of
+queries against the keys s < the tile's end, accumulated head by head into one (Tq, keys) fp32
+buffer, so memory is O(Tq S) (Tq from SCORE_BYTES), never O(T S); the top_k of each row come
+from msa's top_blocks (torch.topk, ties redone by a stable sort: equal scores go to the lowest id).
+
+Attention. Small problems build the token mask and call SDPA; large ones, tile by tile of
+queries, gather each query's top_k keys and values (O(Tq top_k D) a tile) and take an exact
+softmax over them. Under autograd the gathered tiles are what the backward keeps: O(T top_k D)
+in all, never O(T S).
+
+Indexer loss. The same tiles: the main branch's probabilities over the gathered keys (no
+gradient), the mean over heads, against the log-softmax of the gathered index scores.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+from ..msa.reference import top_blocks
+
+SCORE_BYTES = 4 << 20  # one tile's (Tq, keys) fp32 index scores: 4 MiB tiles ran twice as fast as 16 MiB ones at 16K (cache-sized)
+GATHER_BYTES = 16 << 20  # one tile's gathered keys and values (B, Tq, top_k, G, D) fp32, twice
+DENSE_LIMIT = 1 << 17  # T * S up to which dsa_attn uses a dense masked SDPA
+
+
+@torch.compiler.disable  # data-dependent tiles; the selection passes no gradient
+def dsa_select(index_q, index_w, index_k, top_k: int):
+    """index_q (B, HI, T, Di); index_w (B, T, HI); index_k (B, S, Di), S >= T, queries the last T
+    -> idx int64 (B, T, top_k): each query's tokens s <= t by index score, descending; -1 pads."""
+    B, HI, T, _ = index_q.shape
+    S = index_k.shape[1]
+    iq, iw, ik = (x.detach().float() for x in (index_q, index_w, index_k))
+    out = torch.full((B, T, top_k), -1, dtype=torch.int64, device=iq.device)
+    step = max(16, min(T, SCORE_BYTES // (4 * S)))
+    for b in range(B):
+        for t0 in range(0, T, step):
+            t1 = min(T, t0 + step)
+            end = S - T + t1  # keys the tile can see
+            scores = iq.new_zeros(t1 - t0, end)
+            for j in range(HI):
+                scores.addcmul_(torch.relu(iq[b, j, t0:t1] @ ik[b, :end].T), iw[b, t0:t1, j : j + 1])
+            pos = torch.arange(S - T + t0, S - T + t1, device=iq.device)[:, None]  # absolute query positions
+            scores.masked_fill_(torch.arange(end, device=iq.device)[None, :] > pos, float("-inf"))
+            val, idx = top_blocks(scores, min(top_k, end))
+            out[b, t0:t1, : val.shape[-1]] = idx.masked_fill(val == float("-inf"), -1)
+    return out
+
+
+def _gather(x, idx):
+    """x (B, G, S, D); idx (B, Tq, k) token ids (-1 pads read token 0) -> (B, Tq, k, G, D)."""
+    B, G, S, D = x.shape
+    rows = idx.clamp(min=0) + (torch.arange(B, device=idx.device) * S)[:, None, None]
+    return x.transpose(1, 2).reshape(B * S, G, D)[rows]
+
+
+def _tile_probs(q, k, idx, scale: float):
+    """Softmax of q (B, H, Tq, D) over its gathered keys: (B, Tq, G, Hg, k) and the gathered keys' validity."""
+    B, H, Tq, D = q.shape
+    G = k.shape[1]
+    kg = _gather(k, idx)  # (B, Tq, k, G, D)
+    s = torch.einsum("btghd,btkgd->btghk", q.view(B, G, H // G, Tq, D).permute(0, 3, 1, 2, 4), kg) * scale
+    valid = (idx >= 0)[:, :, None, None, :]
+    return torch.softmax(s.masked_fill(~valid, float("-inf")), dim=-1)
+
+
+def _tile_rows(B: int, top_k: int, G: int, D: int, T: int) -> int:
+    return max(16, min(T, GATHER_BYTES // max(1, 8 * B * top_k * G * D)))
+
+
+def dsa_attn(q, k, v, idx, *, scale: float | None = None):
+    """q (B, H, T, D); k, v (B, G, S, D); idx (B, T, top_k) -> o (B, H, T, D)."""
+    B, H, T, D = q.shape
+    G, S = k.shape[1], k.shape[2]
+    scale = 1.0 / math.sqrt(D) if scale is None else scale
+    if T * S <= DENSE_LIMIT:
+        allowed = torch.zeros(B, T, S + 1, dtype=torch.bool, device=q.device)
+        allowed.scatter_(-1, idx.masked_fill(idx < 0, S), True)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=allowed[:, None, :, :S], scale=scale, enable_gqa=G != H)
+    step = _tile_rows(B, idx.shape[-1], G, D, T)
+    outs = []
+    for t0 in range(0, T, step):
+        sel = idx[:, t0 : t0 + step]
+        p = _tile_probs(q[:, :, t0 : t0 + step], k, sel, scale)  # (B, Tq, G, Hg, k)
+        o = torch.einsum("btghk,btkgd->btghd", p, _gather(v, sel))
+        outs.append(o.reshape(B, sel.shape[1], H, D).transpose(1, 2))
+    return torch.cat(outs, dim=2) if len(outs) > 1 else outs[0]
+
+
+def dsa_index_kl(q, k, index_q, index_w, index_k, idx, *, scale: float | None = None):
+    """Mean over (B, T) of KL(p_main || p_index) on each query's selected tokens, tile by tile;
+    gradients reach index_q, index_w, index_k only (the main branch is detached)."""
+    B, H, T, D = q.shape
+    G = k.shape[1]
+    scale = 1.0 / math.sqrt(D) if scale is None else scale
+    q, k = q.detach(), k.detach()
+    ik = index_k.unsqueeze(1)  # (B, 1, S, Di): one shared index key head
+    total = q.new_zeros(())
+    for t0 in range(0, T, _tile_rows(B, idx.shape[-1], G, D, T)):
+        t1 = min(T, t0 + _tile_rows(B, idx.shape[-1], G, D, T))
+        sel = idx[:, t0:t1]
+        with torch.no_grad():
+            p_main = _tile_probs(q[:, :, t0:t1], k, sel, scale).mean((2, 3))  # (B, Tq, k)
+        ikg = _gather(ik, sel)[:, :, :, 0]  # (B, Tq, k, Di)
+        dots = torch.relu(torch.einsum("bjtd,btkd->btjk", index_q[:, :, t0:t1], ikg))  # (B, Tq, HI, k)
+        z = (dots * index_w[:, t0:t1, :, None]).sum(2).masked_fill(sel < 0, float("-inf"))
+        log_p_index = torch.log_softmax(z, dim=-1).masked_fill(sel < 0, 0.0)
+        total = total + (torch.special.xlogy(p_main, p_main) - p_main * log_p_index).sum()
+    return total / (B * T)
