@@ -325,10 +325,15 @@ def add_learned(df: pd.DataFrame, train: pd.DataFrame) -> pd.DataFrame:
     training length) and the true ``train_len`` (the longest stage passed, from the training
     records; what older records wrote, the config's last stage, is kept in ``train_len_recorded``)."""
     df = df.assign(train_len_recorded=df["train_len"], learned=None)
+    # keyed by (experiment, design, seed): each seed's model has its own training length (a
+    # chain model trained to 1K at one seed and to 128 at another are two models)
     true = (
-        {(e, d): t for e, d, t in zip(train["exp"], train["design"], train["train_len"])} if train is not None and not train.empty else {}
+        {(e, d, _seed_key(s)): t for e, d, s, t in zip(train["exp"], train["design"], train["seed"], train["train_len"])}
+        if train is not None and not train.empty
+        else {}
     )
-    key = pd.Series(list(zip(df["exp"], df["design"])), index=df.index)
+    seeds = df["seed"] if "seed" in df.columns else pd.Series(None, index=df.index)
+    key = pd.Series([(e, d, _seed_key(s)) for e, d, s in zip(df["exp"], df["design"], seeds)], index=df.index)
     acc = df["metric"].isin(ACC_METRICS) & key.isin(list(true))
     df.loc[acc, "train_len"] = key[acc].map(true).astype(float)
     flags: dict = {}
@@ -337,12 +342,19 @@ def add_learned(df: pd.DataFrame, train: pd.DataFrame) -> pd.DataFrame:
         if rows.empty:
             continue
         task = experiment_task(df, metric_name)
-        for (name, hops), g in rows.groupby(["design", "hops"], dropna=False):
-            key = (name, task, None if pd.isna(hops) else hops)
-            if key not in flags:
-                flags[key] = learned(df, name, task, hops=key[2], train=train).flag
+        for (name, hops, seed), g in rows.groupby(["design", "hops", "seed"], dropna=False):
+            key = (name, task, None if pd.isna(hops) else hops, _seed_key(seed))
+            if key not in flags:  # each seed's model its own check
+                at = df if key[3] is None else df[df["seed"] == key[3]]
+                tr = train if key[3] is None or train is None or train.empty else train[train["seed"] == key[3]]
+                flags[key] = learned(at, name, task, hops=key[2], train=tr).flag
             df.loc[g.index, "learned"] = flags[key]
     return df
+
+
+def _seed_key(seed) -> int | None:
+    """A seed as a dictionary key (NaN and None alike: a record without a seed)."""
+    return None if seed is None or pd.isna(seed) else int(seed)
 
 
 def experiment_task(df: pd.DataFrame, metric_name: str) -> str | None:

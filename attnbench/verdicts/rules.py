@@ -43,10 +43,40 @@ class Verdict:
     models: list[str] = field(default_factory=list)
     seeds: list[int] = field(default_factory=list)
     change: str = ""
+    # the parts whose verdict comes from a formula or the cost model (C4's theory, C7's prefix
+    # caching): shown beside the verdict, and left out of the headline verdict (measured parts only)
+    projected_parts: list[str] = field(default_factory=list)
 
     @property
     def kind(self) -> str:  # css class
         return self.verdict.replace(" ", "-").replace("yet-", "")
+
+    @property
+    def note(self) -> str:
+        """What the banner says beside the verdict: '(projected only)', or the projected parts."""
+        if self.verdict == NOT_MEASURED_YET:
+            return ""
+        if self.projected_only:
+            return "(projected only)"
+        if self.projected_parts:
+            return "(measured parts; projected: " + "; ".join(f"{p} {self.parts.get(p, '')}".strip() for p in self.projected_parts) + ")"
+        return ""
+
+
+def combine_parts(vals) -> str:
+    """A claim of several parts, each judged alone: every part supported: supported; some
+    supported and some not: partly; none supported and some not: not supported (an undecided
+    part does not hide a part that is decided against the claim); else inconclusive."""
+    vals = [x for x in vals if x != NOT_MEASURED_YET]
+    if vals and all(x == SUPPORTED for x in vals):
+        return SUPPORTED
+    if (SUPPORTED in vals or PARTLY in vals) and NOT_SUPPORTED in vals:
+        return PARTLY
+    if NOT_SUPPORTED in vals and SUPPORTED not in vals and PARTLY not in vals:
+        return NOT_SUPPORTED
+    if PARTLY in vals and INCONCLUSIVE not in vals:
+        return PARTLY
+    return INCONCLUSIVE
 
 
 def acc_at(df: pd.DataFrame, name: str, design: str, length=None, **group) -> Acc | None:

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import pandas as pd
 
-from attnbench.verdicts.readings import LEN_4M, NOT_MEASURED, is_preset, metric, pooled
+from attnbench.verdicts.readings import LEN_4M, NOT_MEASURED, is_preset, metric
 
 from attnbench.basics import fmt_bytes, fmt_len
-from attnbench.verdicts.quality import Acc, experiment_task, haystack_acc, learned
-from attnbench.verdicts.rules import INCONCLUSIVE, NOT_MEASURED_YET, NOT_SUPPORTED, SUPPORTED, Verdict, levels_note
+from attnbench.records.stats import wilson
+from attnbench.verdicts.quality import WILSON, Acc, experiment_task, haystack_acc, learned
+from attnbench.verdicts.rules import INCONCLUSIVE, NOT_SUPPORTED, SUPPORTED, Verdict, levels_note
 
 
 # ---------------------------------------------------------------- C1
@@ -101,49 +102,88 @@ def retrieval_cell(acc: Acc | None, t: dict) -> tuple[str, str]:
     return INCONCLUSIVE, f"the interval [{acc.lo:.2f}, {acc.hi:.2f}] straddles {t['retrieval']}"
 
 
+SINGLE = "scale/acc"  # single-needle cells (exp=scale: one needle a context, so each probe its own haystack)
+
+
+def single_needle(df: pd.DataFrame, name: str, factor: float, model: str) -> dict[int, pd.Series]:
+    """Each seed's single-needle cell of ``name`` at ``factor`` x its true training length on the
+    ``model`` backbone: the record with the most probes (a run with more haystacks nests the
+    smaller one: a haystack is seeded by the seed and its index alone)."""
+    d = metric(df, SINGLE)
+    if d.empty or "factor" not in d.columns:
+        return {}
+    d = d[(d["design"] == name) & (d["status"] == "measured") & (d["task"] == "niah_single") & (d["factor"] == factor)]
+    d = d[d["model"] == model] if "model" in d.columns else d.iloc[0:0]
+    return {int(s): g.sort_values("n").iloc[-1] for s, g in d.groupby("seed")}
+
+
+def _single_acc(rows: list[pd.Series]) -> Acc:
+    k, n = float(sum(r["k"] for r in rows)), float(sum(r["n"] for r in rows))
+    lo, hi = wilson(int(k), int(n))
+    return Acc(
+        k,
+        n,
+        k / n if n else float("nan"),
+        lo,
+        hi,
+        haystacks=float(sum(r["haystacks"] for r in rows)),
+        how=WILSON + " (one needle a haystack)",
+    )
+
+
 def judge_c2(df: pd.DataFrame, t: dict, train=None) -> Verdict:
     v = Verdict()
-    d = pooled(metric(df, "niah/acc"))
-    d = d[d["status"] == "measured"]
-    names = [n for n in seven_to_one(df) if not d[d["design"] == n].empty]
+    task = experiment_task(df, "niah/acc")
+    names = [
+        n
+        for n in seven_to_one(df)
+        if single_needle(df, n, t["factor"], t["model"]) or not metric(df, "niah/acc")[metric(df, "niah/acc")["design"] == n].empty
+    ]
     if not names:
         return v
-    for name in seven_to_one(df):  # a 7:1 hybrid with other records (its training) but no needle cell: shown, not judged
-        if name not in names:
-            v.parts[f"{name}: no needle records"] = NOT_MEASURED_YET
-            v.evidence.append(f"{name} ({what_changes(name)}): no needle records, so not judged")
-    task = experiment_task(df, "niah/acc")
     results: dict[str, str] = {}
-    judged_at: dict[str, float] = {}  # each judged hybrid's cell: factor x its true training length
+    heads: dict[str, str] = {}
     for name in names:
         got = learned(df, name, task, train=train, threshold=t["learned_lb"])
         v.evidence.append(("learned: " if got.flag else "did not learn: " if got.flag is False else "no check: ") + got.why)
         if not got.flag:
-            v.parts[f"{name} at {t['factor']}x"] = INCONCLUSIVE
-            v.evidence.append(f"{name} ({what_changes(name)}): not judged, it did not learn the task at its training length")
+            v.parts[f"{name}: did not learn"] = INCONCLUSIVE
+            v.evidence.append(f"{name} ({what_changes(name)}): did not learn the task at its training length: shown, not judged")
             continue
-        L = t["factor"] * got.train_len
-        judged_at[name] = L
-        acc = haystack_acc(df, "niah/acc", name, L, task=task)
-        if acc is None:
-            tested = ", ".join(fmt_len(x) for x in sorted(d[d["design"] == name]["context_len"].dropna().unique()))
-            verdict, why = INCONCLUSIVE, f"not tested at {fmt_len(L)} (tested at {tested})"
-            shown = ""
-        else:
-            verdict, why = retrieval_cell(acc, t)
-            shown = f"{acc.text()}, {acc.counted} ({acc.how}): "
-        results[name] = verdict
-        v.parts[f"{name} at {t['factor']}x ({fmt_len(L)})"] = verdict
-        v.evidence.append(
-            f"{name} ({what_changes(name)}) at {fmt_len(L)} tokens, {t['factor']}x its true training length {fmt_len(got.train_len)}: {shown}{verdict}: {why}"
-        )
-        if L != LEN_4M and (a4 := haystack_acc(df, "niah/acc", name, LEN_4M, task=task)) is not None:
-            v4, why4 = retrieval_cell(a4, t)
-            v.parts[f"{name} at 4M ({LEN_4M / got.train_len:g}x)"] = v4
+        cells = single_needle(df, name, t["factor"], t["model"])
+        if not cells:
+            results[name] = INCONCLUSIVE
+            v.parts[f"{name}, single needle at {t['factor']}x"] = INCONCLUSIVE
+            v.evidence.append(f"{name}: no single-needle cell at {t['factor']}x its training length (exp=scale records)")
+            continue
+        few = [s for s, r in cells.items() if r["n"] < t["min_probes"] or r["haystacks"] < t["min_haystacks"]]
+        for s, r in sorted(cells.items()):
+            a = _single_acc([r])
             v.evidence.append(
-                f"{name} at 4M tokens, {LEN_4M / got.train_len:g}x its training length (its own row; the claim's ratio is "
-                f"{t['factor']}x): {a4.text()}, {a4.counted} ({a4.how}): {v4}: {why4}"
+                f"{name} seed {s}: single needle at {fmt_len(r['context_len'])} ({t['factor']}x its true training length "
+                f"{fmt_len(r['train_len'])}): {a.text()}, {a.fraction} from {r['haystacks']:.0f} haystacks"
             )
+        acc = _single_acc(list(cells.values()))
+        verdict, why = retrieval_cell(acc, t)
+        if few:
+            verdict, why = (
+                INCONCLUSIVE,
+                f"seed(s) {', '.join(map(str, few))} with fewer than {t['min_probes']} probes or {t['min_haystacks']} haystacks",
+            )
+        L = float(next(iter(cells.values()))["context_len"])
+        results[name] = verdict
+        heads[name] = (
+            f"{name}, single needle at {fmt_len(L)} ({t['factor']}x), seeds {', '.join(map(str, sorted(cells)))}: {acc.text()}, {acc.fraction}"
+        )
+        v.parts[f"{name}, single needle at {t['factor']}x ({fmt_len(L)})"] = verdict
+        v.evidence.append(f"{name} pooled over seeds {', '.join(map(str, sorted(cells)))}: {acc.text()}, {acc.fraction}: {verdict}: {why}")
+        multi = haystack_acc(df, "niah/acc", name, L, task=task)
+        if multi is not None:
+            v.evidence.append(
+                f"{name}, multi-key needles at {fmt_len(L)} (the harder variant, shown without a verdict): {multi.text()}, {multi.counted}"
+            )
+        if (a4 := haystack_acc(df, "niah/acc", name, LEN_4M, task=task)) is not None:
+            v.evidence.append(f"{name}, multi-key needles at 4M (shown without a verdict): {a4.text()}, {a4.counted}")
     if note := levels_note(df, "niah/acc"):
         v.evidence.append(note)
     if not results:
@@ -153,24 +193,19 @@ def judge_c2(df: pd.DataFrame, t: dict, train=None) -> Verdict:
     head = next(iter(results))
     v.verdict = results[head]
     v.models = [head]
-    head_len = judged_at[head]
-    if (ha := haystack_acc(df, "niah/acc", head, head_len, task=task)) is not None:
-        v.headline = f"{head} at {fmt_len(head_len)} ({t['factor']}x its training length): {ha.text()}, {ha.counted}"
-    else:
-        v.headline = f"{head}: no needle cell at {fmt_len(head_len)} ({t['factor']}x its training length)"
+    v.headline = heads.get(head, f"{head}: no single-needle cell at {t['factor']}x")
     v.change = {
         SUPPORTED: f"more haystacks at {t['factor']}x whose lower bound falls below {t['retrieval']}",
-        NOT_SUPPORTED: f"a model of {head}'s design that retrieves at {t['factor']}x (another seed or training rule)",
+        NOT_SUPPORTED: f"a model of {head}'s design that retrieves single needles at {t['factor']}x (another seed or training rule)",
     }.get(
         v.verdict,
-        f">= {t['min_probes']} probes from >= {t['min_haystacks']} haystacks at {fmt_len(head_len)} whose interval "
-        f"clears or excludes {t['retrieval']}",
+        f">= {t['min_probes']} probes from >= {t['min_haystacks']} haystacks a seed whose interval clears or excludes {t['retrieval']}",
     )
     others = [f"{n}: {r}" for n, r in results.items() if n != head]
     v.evidence.insert(
         0,
         f"headline: {head} ({what_changes(head)}), the first 7:1 hybrid in order of closeness to Text-01 "
-        f"({', '.join(HYBRIDS)}) that learned the task; fixed before looking at its accuracy, so the pick "
-        f"cannot follow the result" + (f". The others, shown, not used: {'; '.join(others)}" if others else ""),
+        f"({', '.join(HYBRIDS)}) that learned the task; fixed before looking at its accuracy"
+        + (f". The others, shown: {'; '.join(others)}" if others else ""),
     )
     return v

@@ -12,7 +12,7 @@ from attnbench.verdicts.readings import NOT_MEASURED, metric
 
 from attnbench.basics import fmt_len
 from attnbench.verdicts.quality import Acc, experiment_task, haystack_acc, pooled_acc
-from attnbench.verdicts.rules import INCONCLUSIVE, NOT_SUPPORTED, PARTLY, SUPPORTED, Verdict, compare, deficit, needs_learned
+from attnbench.verdicts.rules import INCONCLUSIVE, NOT_SUPPORTED, PARTLY, SUPPORTED, Verdict, combine_parts, compare, deficit, needs_learned
 
 
 # ---------------------------------------------------------------- C4
@@ -32,21 +32,6 @@ def timing_spread(df: pd.DataFrame, phase: str, lengths: list[float], designs=("
     d = d[(d["status"] == "measured") & (d["scope"] == "op") & d["context_len"].isin(lengths) & d["design"].isin(designs)]
     d = d[d["p25_ms"].notna() & d["p75_ms"].notna() & (d["v"] > 0)]
     return float(((d["p75_ms"] - d["p25_ms"]) / d["v"]).max()) if not d.empty else float("nan")
-
-
-def _combine(parts: dict[str, str]) -> str:
-    """A claim of several parts: all supported: supported; some supported, some not: partly; none
-    supported and some not: not supported; else (undecided or missing parts) inconclusive."""
-    vals = list(parts.values())
-    if vals and all(x == SUPPORTED for x in vals):
-        return SUPPORTED
-    if SUPPORTED in vals and NOT_SUPPORTED in vals:
-        return PARTLY
-    if NOT_SUPPORTED in vals and SUPPORTED not in vals and INCONCLUSIVE not in vals:
-        return NOT_SUPPORTED
-    if PARTLY in vals and INCONCLUSIVE not in vals:
-        return PARTLY
-    return INCONCLUSIVE
 
 
 def judge_c4(df: pd.DataFrame, t: dict, train=None) -> Verdict:
@@ -109,7 +94,11 @@ def judge_c4(df: pd.DataFrame, t: dict, train=None) -> Verdict:
     if not found:
         return Verdict()
     v.projected_only = not measured
-    v.verdict = _combine(v.parts)
+    # the headline verdict from the measured parts (the practice half); the theory half comes from
+    # FLOP and byte counts, shown beside it as projected
+    v.projected_parts = [k for k in v.parts if k.startswith("theory")]
+    use = v.parts if v.projected_only else {k: x for k, x in v.parts.items() if k not in v.projected_parts}
+    v.verdict = combine_parts(use.values())
     v.models = ["lightning (op)", "softmax (op)"]
     v.headline = "; ".join(f"{k}: {x}" for k, x in v.parts.items())
     v.change = f"crossover intervals (more calls near each crossover) that move across {fmt_len(lo_k)}-{fmt_len(hi_k)}"
@@ -147,6 +136,12 @@ def judge_c5b(df: pd.DataFrame, t: dict, train=None) -> Verdict:
             if mine:
                 judged[phase] = verdict
                 v.projected_only |= meas.empty
+                paper = t["paper"][phase]
+                v.evidence.append(
+                    f"{phase}, second source: {t['paper']['source']} reports {paper:g}x against {t['paper']['baseline']} on a "
+                    f"{t['paper']['model']} model; the same {value:.1f}x is {value / paper:.0%} of it (shown, not judged: the "
+                    f"write-up's {claim:g}x is the claim)"
+                )
     if not judged:
         return Verdict()
     vals = list(judged.values())
@@ -162,7 +157,14 @@ def judge_c5b(df: pd.DataFrame, t: dict, train=None) -> Verdict:
     if len(vals) < 2:
         v.evidence.append(f"not recorded here: {', '.join(p for p in ('prefill', 'decode') if p not in judged)}")
     v.models = ["M3 preset", f"{t['vs'].upper()} preset"]
-    v.headline = "; ".join(f"{k}: {x}" for k, x in v.parts.items() if "not judged" not in k)
+    v.headline = "; ".join(f"{k}: {x}" for k, x in v.parts.items() if "not judged" not in k) + (
+        f" (write-up {t['prefill']:g}x / {t['decode']:g}x; paper {t['paper']['prefill']:g}x / {t['paper']['decode']:g}x, "
+        f"{t['paper']['attention_compute']:g}x less attention compute)"
+    )
+    v.evidence.append(
+        f"{t['paper']['source']}: {t['paper']['attention_compute']:g}x less attention compute than {t['paper']['baseline']} "
+        f"({t['paper']['model']} model), beside its {t['paper']['prefill']:g}x prefill and {t['paper']['decode']:g}x decode"
+    )
     v.change = f"a measured M3 vs {t['vs'].upper()} time on {t['hardware'].upper()} ({t['scope']} scope)" + (
         "" if not v.projected_only else ": every number here is projected"
     )

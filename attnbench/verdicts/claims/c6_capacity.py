@@ -7,7 +7,7 @@ import pandas as pd
 
 from attnbench.verdicts.quality import Acc, learned, pooled_acc
 from attnbench.verdicts.readings import metric
-from attnbench.verdicts.rules import INCONCLUSIVE, NOT_SUPPORTED, PARTLY, SUPPORTED, Verdict, compare, same_rule
+from attnbench.verdicts.rules import INCONCLUSIVE, NOT_SUPPORTED, SUPPORTED, Verdict, combine_parts, deficit, same_rule
 
 CAPACITY = "capacity/acc"  # accuracy at the training length by key-value pairs (experiments/capacity.py)
 CUT_SHORT = ("budget", "partial")  # training statuses that end outside the rule (the wall clock), not by it
@@ -18,47 +18,51 @@ def _capacity_acc(df: pd.DataFrame, name: str, pairs: float) -> Acc | None:
     return pooled_acc(d[(d["design"] == name) & (d["n_pairs"] == pairs)])
 
 
-def _c6_state(df: pd.DataFrame, d: pd.DataFrame, name: str, label: str, state: float, holds, pairs, t: dict, train, v: Verdict) -> str:
-    """One lightning state size against softmax at the most pairs softmax holds: falls | holds |
-    never learned | inconclusive, with its evidence appended to ``v``."""
-    ok, rule_text = same_rule(train, ["softmax", name], d[d["design"] == name]["exp"].iloc[-1])
+FALLS, HOLDS, UNDECIDED_STATE, NOT_LEARNED = "falls", "keeps up", "undecided", "did not learn"
+
+
+def _c6_state(df: pd.DataFrame, d: pd.DataFrame, name: str, label: str, state: float, above: list, t: dict, train, v: Verdict) -> str:
+    """One lightning state size along the pair ladder: falls (somewhere softmax is above the
+    floor, its deficit's lower bound exceeds the gap) | keeps up (the deficit's upper bound is
+    under the gap wherever softmax is above the floor) | undecided | did not learn (not evidence)."""
+    exp = d[d["design"] == name]["exp"].iloc[-1]
+    ok, rule_text = same_rule(train, ["softmax", name], exp)
     got = learned(df, name, "mqar", train=train, threshold=t["learned_lb"])
-    v.evidence.append(("learned: " if got.flag else "did not learn: " if got.flag is False else "no check: ") + got.why)
-    mine = train[(train["design"] == name) & (train["exp"] == d[d["design"] == name]["exp"].iloc[-1])] if train is not None else None
+    mine = train[(train["design"] == name) & (train["exp"] == exp)] if train is not None else None
     status = str(mine["status"].iloc[-1]) if mine is not None and not mine.empty else ""
     if not ok:
-        result = INCONCLUSIVE
         v.evidence.append(f"{label}: {rule_text}: not compared")
-    elif got.flag is False and status in CUT_SHORT:
-        result = INCONCLUSIVE
-        v.evidence.append(f"{label}: did not learn, but the wall clock stopped its training (status {status}): no evidence")
-    elif got.flag is False:
-        result = "never learned"
+        return INCONCLUSIVE
+    if not got.flag:
+        cut = f"; the wall clock stopped its training (status {status})" if status in CUT_SHORT else ""
+        v.evidence.append(f"{label}: {NOT_LEARNED} ({got.why}){cut}: listed, not evidence about what a state can hold")
+        return NOT_LEARNED
+    falls, holds = [], []
+    for P in above:
+        a, s = _capacity_acc(df, name, P), _capacity_acc(df, "softmax", P)
+        if a is None or s is None:
+            continue
+        lo, hi = deficit(a, s)
+        (falls if lo > t["gap"] else holds if hi < t["gap"] else []).append(P)
         v.evidence.append(
-            f"{label}: never learned the task under the rule that softmax learned it ({rule_text}): counted as evidence "
-            f"for the claim, though it is not a capacity curve"
+            f"{label} at {P:g} pairs ({P / state:.3g} pairs per state float): {a.text()} vs softmax {s.text()}, "
+            f"deficit [{lo:+.2f}, {hi:+.2f}]"
         )
-    elif not holds or got.flag is None:
-        result = INCONCLUSIVE
-        v.evidence.append(f"{label}: no pair count where softmax holds" if not holds else f"{label}: no learned check")
-    else:
-        P, small = max(holds), min(pairs)
-        a, s, a0 = _capacity_acc(df, name, P), _capacity_acc(df, "softmax", P), _capacity_acc(df, name, small)
-        assert a is not None and s is not None and a0 is not None
-        res = compare(a, s, t["gap"])
-        falls = res == "below" and a.hi < a0.lo
-        result = "falls" if falls else "holds" if res == "not below" else INCONCLUSIVE
-        floor = metric(df, CAPACITY)
-        floor = floor[(floor["design"] == name) & (floor["n_pairs"] == P)]["floor"].mean()
-        v.evidence.append(
-            f"{label} at {P:g} pairs ({P / state:.3g} pairs per state float): {a.text()} vs softmax {s.text()}; at "
-            f"{small:g} pairs {a0.text()}; values-in-context floor {floor:.3g} -> "
-            + {
-                "falls": f"falls toward the floor as pairs grow (below softmax by >= {t['gap']})",
-                "holds": f"keeps up (a deficit of {t['gap']} excluded)",
-            }.get(result, "undecided")
-        )
-    return result
+    if falls:
+        v.evidence.append(f"{label}: falls from {min(falls):g} pairs (deficit's lower bound above {t['gap']})")
+        return FALLS
+    if above and len(holds) == len(above):
+        v.evidence.append(f"{label}: keeps up at every pair count where softmax is above the floor")
+        return HOLDS
+    return UNDECIDED_STATE
+
+
+def _fall_point(df: pd.DataFrame, name: str, above: list, gap: float) -> float | None:
+    for P in above:
+        a, s = _capacity_acc(df, name, P), _capacity_acc(df, "softmax", P)
+        if a is not None and s is not None and deficit(a, s)[0] > gap:
+            return P
+    return None
 
 
 def judge_c6(df: pd.DataFrame, t: dict, train=None) -> Verdict:
@@ -84,37 +88,43 @@ def judge_c6(df: pd.DataFrame, t: dict, train=None) -> Verdict:
         v.evidence.append("inconclusive: softmax did not learn the task: the experiment separates nothing")
         return v
     pairs = sorted(d["n_pairs"].dropna().unique())
-    holds = [p for p in pairs if (s := _capacity_acc(df, "softmax", p)) is not None and s.lo >= t["softmax_holds"]]
+    above = [p for p in pairs if (s := _capacity_acc(df, "softmax", p)) is not None and s.lo >= t["softmax_above"]]
     v.evidence.append(
-        f"softmax holds (95% lower bound >= {t['softmax_holds']}) at {', '.join(f'{p:g}' for p in holds) or 'no'} pairs "
-        f"of {', '.join(f'{p:g}' for p in pairs)}"
+        f"softmax is above the floor (95% lower bound >= {t['softmax_above']}) at {', '.join(f'{p:g}' for p in above) or 'no'} "
+        f"pairs of {', '.join(f'{p:g}' for p in pairs)}"
     )
     results = {}
     for name in lightning:
         state = float(d[d["design"] == name]["state_size"].max())
         label = f"{name} (state {state:,.0f} per layer)"
-        results[name] = v.parts[label] = _c6_state(df, d, name, label, state, holds, pairs, t, train, v)
-    v.models = ["softmax", *lightning]
+        results[name] = v.parts[label] = _c6_state(df, d, name, label, state, above, t, train, v)
+    learned_sizes = [n for n, r in results.items() if r != NOT_LEARNED]
+    seeds = sorted({int(x) for x in d[d["design"].isin(learned_sizes + ["softmax"])]["seed"].dropna()})
+    v.models = ["softmax", *learned_sizes]
+    v.verdict = combine_parts({FALLS: SUPPORTED, HOLDS: NOT_SUPPORTED}.get(results[n], INCONCLUSIVE) for n in learned_sizes)
+    if not learned_sizes:
+        v.verdict = INCONCLUSIVE
+        v.evidence.append("inconclusive: no lightning state size learned the task: nothing says what a state can hold")
+    falls_at = {n: _fall_point(df, n, above, t["gap"]) for n in learned_sizes if results[n] == FALLS}
+    if len(falls_at) >= 2:
+        moves = len(set(falls_at.values())) > 1
+        v.evidence.append(
+            "fall point by state size: "
+            + ", ".join(f"{n} {p:g} pairs" for n, p in falls_at.items())
+            + (": it moves with the state size" if moves else ": it does not move with the state size")
+        )
+    short = len(learned_sizes) < t["min_states"] or len(seeds) < t["min_seeds"]
+    if short and learned_sizes:
+        v.evidence.append(
+            f"provisional: rests on {len(learned_sizes)} learned state size(s) at seed(s) {', '.join(map(str, seeds))}; "
+            f"the rule asks for >= {t['min_states']} learned sizes at >= {t['min_seeds']} seeds"
+        )
     v.headline = "; ".join(f"{k}: {x}" for k, x in v.parts.items())
+    if falls_at:
+        v.headline = f"falls from {', '.join(f'{p:g} pairs ({n})' for n, p in falls_at.items())}; " + v.headline
     v.change = (
-        "a lightning state size that learns the task and keeps up with softmax past its state"
-        if set(results.values()) <= {"falls", "never learned"}
-        else "a lightning state size that falls toward the floor as pairs grow, where softmax holds"
+        f"{t['min_states']} learned state sizes at {t['min_seeds']} seeds (lightning heads' dimension varied at fixed heads, or the width)"
+        if short
+        else "a learned lightning state size that keeps up with softmax wherever softmax is above the floor"
     )
-    vals = set(results.values())
-    if len(lightning) < t["min_states"]:  # a trend over state sizes needs several of them
-        v.verdict = INCONCLUSIVE
-        v.evidence.append(f"inconclusive: only {len(lightning)} lightning state sizes (the rule asks for >= {t['min_states']})")
-    elif vals <= {"falls", "never learned"}:
-        v.verdict = SUPPORTED
-        if vals == {"never learned"}:
-            v.evidence.append("supported only because no lightning model learned the task where softmax did: no capacity curve")
-    elif vals == {"holds"}:
-        v.verdict = NOT_SUPPORTED
-    elif "holds" in vals and vals & {"falls", "never learned"} and INCONCLUSIVE not in vals:
-        v.verdict = PARTLY
-        kept = ", ".join(n for n, r in results.items() if r == "holds")
-        v.evidence.append(f"partly: {kept} keeps up where softmax holds; the other state sizes fall or never learned")
-    else:
-        v.verdict = INCONCLUSIVE
     return v

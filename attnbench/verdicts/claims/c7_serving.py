@@ -25,7 +25,7 @@ import pandas as pd
 from attnbench.verdicts.readings import metric
 
 from attnbench.basics import fmt_bytes, fmt_len
-from attnbench.verdicts.rules import INCONCLUSIVE, NOT_MEASURED_YET, NOT_SUPPORTED, PARTLY, SUPPORTED, Verdict
+from attnbench.verdicts.rules import INCONCLUSIVE, NOT_MEASURED_YET, NOT_SUPPORTED, SUPPORTED, Verdict, combine_parts
 
 FP8 = "float8_e4m3fn"
 SERVING_METRICS = (  # shown in the serving table and C7, not in the report's "other" table
@@ -156,18 +156,15 @@ def judge_c7(df: pd.DataFrame, t: dict, train: pd.DataFrame | None = None) -> Ve
     for label, (verdict, ev) in parts.items():
         v.parts[label] = verdict
         v.evidence += [f"{label}: {e}" for e in ev]
-    got = [p for p, _ in parts.values() if p != NOT_MEASURED_YET]
-    if not got:
+    projected = "prefix caching (Text-01 vs M2, projected)"
+    measured = [p for label, (p, _) in parts.items() if label != projected and p != NOT_MEASURED_YET]
+    if not measured and parts[projected][0] == NOT_MEASURED_YET:
         v.verdict = NOT_MEASURED_YET
-    elif got == [SUPPORTED] * len(parts):
-        v.verdict = SUPPORTED
-    elif SUPPORTED in got:
-        v.verdict = PARTLY
-    elif got == [NOT_SUPPORTED] * len(got):
-        v.verdict = NOT_SUPPORTED
-    else:
-        v.verdict = INCONCLUSIVE
-    v.projected_only = got == [parts["prefix caching (Text-01 vs M2, projected)"][0]]
+    elif not measured:  # only the projection: its verdict, said to be one
+        v.verdict, v.projected_only = parts[projected][0], True
+    else:  # the headline verdict from the measured parts; the projected part shown beside it
+        v.verdict = combine_parts(measured)
+        v.projected_parts = [projected]
     v.models = [hybrid, "softmax"]
     v.headline = "; ".join(f"{k}: {x}" for k, x in v.parts.items())
     timed_on_gpu = "cuda" in set(_col(metric(df, "serving/verify_speedup"), "status", "measured").get("device", pd.Series(dtype=object)))
