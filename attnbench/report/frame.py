@@ -12,7 +12,7 @@ from typing import Iterable
 
 import pandas as pd
 
-from attnbench.verdicts.readings import is_preset
+from attnbench.verdicts.readings import NOT_MEASURED, is_preset
 from attnbench.designs import DESIGN_ORDER  # the order tables and legends list designs in; unknown names follow alphabetically
 from attnbench.names import EXPERIMENTS
 from attnbench.records.integrity import scan

@@ -134,11 +134,8 @@ def _single_acc(rows: list[pd.Series]) -> Acc:
 def judge_c2(df: pd.DataFrame, t: dict, train=None) -> Verdict:
     v = Verdict()
     task = experiment_task(df, "niah/acc")
-    names = [
-        n
-        for n in seven_to_one(df)
-        if single_needle(df, n, t["factor"], t["model"]) or not metric(df, "niah/acc")[metric(df, "niah/acc")["design"] == n].empty
-    ]
+    needles = df[df["metric"].isin(["niah/acc", SINGLE])]
+    names = [n for n in seven_to_one(df) if not needles[needles["design"] == n].empty]
     if not names:
         return v
     results: dict[str, str] = {}

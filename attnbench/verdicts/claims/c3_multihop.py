@@ -87,6 +87,12 @@ def _pair(df: pd.DataFrame, train, exp: str, name: str, seed: int, t: dict) -> S
             if a is None or s is None:
                 p.deficit[(hops, length)] = (MISSING, f"{hops} hops at {fmt_len(length)}: not measured for both")
                 continue
+            if s.lo < t["min_ref"]:  # softmax itself does not do the task here: the cell separates nothing
+                p.deficit[(hops, length)] = (
+                    MISSING,
+                    f"{hops} hops at {fmt_len(length)}: softmax {s.text()}, under {t['min_ref']}: separates nothing",
+                )
+                continue
             lo, hi = deficit(a, s)
             state = _state(lo, hi, t["gap"]) if min(a.n, s.n) >= t["min_probes"] else UNDECIDED
             few = f" ({min(a.n, s.n):.0f} probes, fewer than {t['min_probes']})" if min(a.n, s.n) < t["min_probes"] else ""
@@ -187,13 +193,17 @@ def judge_c3(df: pd.DataFrame, t: dict, train=None) -> Verdict:
     v = Verdict()
     d = metric(df, "multihop/acc")
     d = d[d["status"] == "measured"]
-    if "scoring" in d.columns:
-        d = d[d["scoring"] == FINAL]
-    else:
-        d = d.iloc[0:0]
     hybrids = [n for n in seven_to_one(df) if not d[d["design"] == n].empty]
     if d[d["design"] == "softmax"].empty or not hybrids:
         return v
+    if "scoring" not in d.columns or not (d["scoring"] == FINAL).any():
+        v.evidence.append(
+            "these records scored every hop with every intermediate key given (k single lookups, "
+            "not composition): they cannot test a multi-hop deficit"
+        )
+        v.verdict = INCONCLUSIVE
+        return v
+    d = d[d["scoring"] == FINAL]
     exp = str(d["exp"].iloc[-1])
     for k in t["hops"]:
         if line := _policy_line(df, k):

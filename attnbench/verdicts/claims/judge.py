@@ -151,13 +151,13 @@ CLAIMS = [
             ('A sliding-window hybrid they also tried "wasn\'t good enough".', SEED_000),
         ],
         "multihop",
-        {"learned_lb": LEARNED_LOWER_BOUND, "hops": (2, 3), "length": 1024, "gap": 0.1, "matched": 0.05, "min_probes": 100},
+        {"learned_lb": LEARNED_LOWER_BOUND, "hops": (2, 3), "length": 1024, "gap": 0.1, "matched": 0.05, "min_probes": 100, "min_ref": 0.5},
         "Two parts, as the claim has two, each judged seed by seed on a pair of chain models (the hybrid's and softmax's "
         "at that seed) trained under one rule; a pair of two rules is not compared, and says so. Matched on simple tasks: "
         "1-hop chains at the pair's common training length (the shorter of the two true training lengths), softmax minus "
         "the hybrid within +-{matched} by its interval: supported; outside it: not supported. A clear multi-hop deficit: "
         "at {hops} hops (fixed before the data were read), at the common training length and at {length}, with >= "
-        "{min_probes} probes a cell, softmax minus the hybrid (bounds from the two 95% intervals: [softmax low - hybrid "
+        "{min_probes} probes a cell and softmax's lower bound >= {min_ref} (a cell softmax fails separates nothing), softmax minus the hybrid (bounds from the two 95% intervals: [softmax low - hybrid "
         "high, softmax high - hybrid low]); a cell shows the deficit when its lower bound is above {gap} at every "
         "compared seed (the seed is the unit: no pooling across seeds). Some pre-stated cell shows it: supported; every "
         "measured cell excludes it (upper bound below {gap}) at every seed: not supported; else inconclusive. A hybrid "
