@@ -73,6 +73,8 @@ class Budget:
 
     text: str
     seconds: float
+
+
 def text_console(**kwargs: Any) -> Console:
     """The run's console (stderr): what it prints is text, paths and user values as they are (no
     Rich markup, emoji codes or highlighting: a run directory named ``exp.designs=[softmax]``)."""

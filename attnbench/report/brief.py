@@ -132,7 +132,7 @@ def _bottom_line(picks: dict[str, tuple[str | None, float]], df: pd.DataFrame, c
     verdicts = {c.id: v for c, v in claims}
     lines = [
         f"Retrieval of one fact: at 1K and 4K-16K the cheapest design that holds the best accuracy is {pick('1K')} and "
-        f"{pick('4K-16K')}; at 64K-256K {pick('64K-256K')}; at 1M-4M {pick('1M-4M')} (beyond every model's training length: extrapolation).",
+        f"{pick('4K-16K')}; at 64K-256K {pick('64K-256K')}; at 1M-4M {pick('1M-4M')} (beyond every model's training length: extrapolation)."
     ]
     c3 = verdicts.get("C3")
     if c3 is not None and c3.verdict != "not yet measured":

@@ -48,7 +48,10 @@ def work_dir(design: str, key: str) -> Path:
 # Statuses of a finished model whose training stopped at a limit outside the training rule (the
 # wall-clock budget, train.budget): it is evaluated as it stands, and ships its partial.pt beside
 # final.pt so that a later sitting resumes it on a fresh machine.
-RESUMABLE = ("budget",)
+# statuses whose shipped final.pt may sit beside a partial.pt to resume: stopped by the wall clock,
+# or by a token budget that a later version of the rule raised (lookup resumes only when the
+# running config's limit is larger than the one that stopped it)
+RESUMABLE = ("budget", "tokens", "chain_tokens")
 
 
 def _status(folder: Path) -> str | None:

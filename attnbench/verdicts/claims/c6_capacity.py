@@ -37,7 +37,8 @@ def _c6_state(df: pd.DataFrame, d: pd.DataFrame, name: str, label: str, state: f
         cut = f"; the wall clock stopped its training (status {status})" if status in CUT_SHORT else ""
         v.evidence.append(f"{label}: {NOT_LEARNED} ({got.why}){cut}: listed, not evidence about what a state can hold")
         return NOT_LEARNED
-    falls, holds = [], []
+    falls: list[float] = []
+    holds: list[float] = []
     for P in above:
         a, s = _capacity_acc(df, name, P), _capacity_acc(df, "softmax", P)
         if a is None or s is None:
