@@ -249,10 +249,10 @@ def test_claim_verdicts_follow_the_records(tmp_path):
     data = load([write_run(tmp_path / "r")])
     verdicts = {c.id: v for c, v in claims_mod.judge_all(data.records, data.train)}
     assert verdicts["C1"].verdict == "supported" and verdicts["C1"].projected_only
-    # the fixture hybrid: 400/500 at 4x the training length, learned, but no per-probe records say
-    # which haystack each probe came from, so the 40-haystack condition cannot be met
+    # the fixture hybrid learned its multi-key needles, but C2 reads single needles (exp=scale's cells),
+    # which the fixture does not have: judged, and inconclusive for want of the claim's own test
     assert verdicts["C2"].verdict == "inconclusive"
-    assert any("do not say which haystack" in e for e in verdicts["C2"].evidence)
+    assert any("no single-needle cell at 4x" in e for e in verdicts["C2"].evidence), verdicts["C2"].evidence
     assert verdicts["C6"].verdict == "not yet measured"  # C6 rests on exp=capacity; the fixture has needle records only
     assert any("exp=capacity" in e for e in verdicts["C6"].evidence)
     assert all(v.verdict in rules.VERDICTS for v in verdicts.values())
