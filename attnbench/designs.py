@@ -112,7 +112,7 @@ DESIGNS: dict[str, Design] = {
             cost="gated_delta",
             glue_ops=90,
             spec="attnbench.specs.gated_delta:SPEC",
-            colour="#000000",
+            colour="#CC6677",
             marker="p",
         ),
         # DeepSeek sparse attention: built here over GQA; over MLA in the production presets (attnbench.bench.presets)
@@ -124,7 +124,7 @@ DESIGNS: dict[str, Design] = {
             cost="dsa",
             glue_ops=150,
             spec="attnbench.specs.dsa:SPEC",
-            colour="#882255",
+            colour="#663333",
             marker="d",
         ),
     )

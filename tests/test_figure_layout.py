@@ -20,6 +20,7 @@ from matplotlib.text import Text
 from matplotlib.transforms import Bbox
 
 from attnbench.report import style
+from attnbench.report.figures import cost_figures  # noqa: F401  registers every figure (style.FIGURES is filled on import)
 from attnbench.report.frame import load
 
 from report_fixtures import needle_run, write_run

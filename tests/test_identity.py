@@ -1,5 +1,8 @@
 """Moving code must not move a hash: every composed config's hash and every checkpoint key
-equal the snapshot (tests/data/identity.json), so run directories and attnbench/trained/ stay found."""
+equal the snapshot (tests/data/identity.json), so run directories and attnbench/trained/ stay found.
+The snapshot is rewritten only on purpose (``python -m tests.identity_snapshot``): adding a design
+adds an entry to every composed config's attention group and so changes every config hash, never
+another design's checkpoint key (the key reads that design's own settings)."""
 
 from __future__ import annotations
 
