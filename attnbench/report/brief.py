@@ -20,7 +20,7 @@ from typing import Any
 import pandas as pd
 
 from attnbench.basics import fmt_bytes, fmt_len
-from attnbench.report.tables.decision import Cell, Table, cache_cell, speed_cell
+from attnbench.report.tables.decision import Cell, Table, cache_cell, cache_slope, speed_cell
 from attnbench.verdicts.quality import Acc, experiment_task, haystack_acc, learned
 from attnbench.verdicts.readings import is_preset, metric
 
@@ -47,10 +47,10 @@ class Brief:
 
 
 def _bytes_per_token(df: pd.DataFrame, name: str) -> float:
-    """The design's fp32 cache bytes per token (the smallest recorded figure; NaN if none)."""
+    """The design's cache bytes per token: the smallest recorded figure, else the measured slope (NaN if neither)."""
     d = metric(df, "memory/cache_bytes_per_token")
     d = d[(d["design"] == name) & ~is_preset(d) & d["v"].notna()]
-    return float(d["v"].min()) if not d.empty else float("nan")
+    return float(d["v"].min()) if not d.empty else cache_slope(df, name)[0]  # the decision table's own figure
 
 
 def _band_acc(df: pd.DataFrame, name: str, lo: float, hi: float, task) -> tuple[float, Acc] | None:
@@ -89,7 +89,7 @@ def _cheapest(accs: dict[str, Acc], cost: dict[str, float]) -> str | None:
     return min(holds, key=lambda n: (cost.get(n, float("inf")) if pd.notna(cost.get(n)) else float("inf"), n)) if holds else None
 
 
-def brief_table(df: pd.DataFrame, train: pd.DataFrame | None) -> tuple[Table | None, dict[str, tuple[str | None, float]]]:
+def brief_table(df: pd.DataFrame, train: pd.DataFrame | None) -> tuple[Table | None, dict[str, tuple[str | None, float, Acc | None]]]:
     """(the table by band, each band's cheapest design that holds and its length)."""
     exp = needle_exp(df)
     d = df[df["exp"] == exp]
@@ -102,13 +102,13 @@ def brief_table(df: pd.DataFrame, train: pd.DataFrame | None) -> tuple[Table | N
     cols = [("", "design"), ("cache", "bytes/token"), ("speed vs softmax", "prefill"), ("speed vs softmax", "decode")]
     cols += [("needle accuracy [95% interval]", band) for band, _, _ in BANDS]
     table = Table("brief", cols, note=CHEAPEST_RULE, font_pt=8)
-    picks: dict[str, tuple[str | None, float]] = {}
+    picks: dict[str, tuple[str | None, float, Acc | None]] = {}
     per_band: dict[str, dict[str, tuple[float, Acc]]] = {}
     for band, lo, hi in BANDS:
         per_band[band] = {n: got for n in names if (got := _band_acc(d, n, lo, hi, task)) is not None}
         accs = {n: a for n, (_, a) in per_band[band].items()}
-        length = max((L for L, _ in per_band[band].values()), default=float("nan"))
-        picks[band] = (_cheapest(accs, cost), length)
+        name = _cheapest(accs, cost)
+        picks[band] = (name, per_band[band][name][0] if name else float("nan"), accs.get(name) if name else None)
     own = df[~is_preset(df)]
     for n in names:
         layout = str(own[own["design"] == n]["layout"].dropna().astype(str).mode().iloc[0]) if not own[own["design"] == n].empty else ""
@@ -133,13 +133,16 @@ def brief_table(df: pd.DataFrame, train: pd.DataFrame | None) -> tuple[Table | N
     return table, picks
 
 
-def _bottom_line(picks: dict[str, tuple[str | None, float]], df: pd.DataFrame, claims: list[tuple[Any, Any]], train) -> list[str]:
+def _bottom_line(
+    picks: dict[str, tuple[str | None, float, Acc | None]], df: pd.DataFrame, claims: list[tuple[Any, Any]], train
+) -> list[str]:
     def pick(band: str) -> str:
-        name, length = picks.get(band, (None, float("nan")))
-        if name is None:
+        name, length, acc = picks.get(band, (None, float("nan"), None))
+        if name is None or acc is None:
             return f"no design that learned has a measured needle cell at {band}"
         b = _bytes_per_token(df, name)
-        return f"{name} ({fmt_bytes(b)} a token of cache)" if pd.notna(b) else name
+        cache = f", {fmt_bytes(b)} of cache a token" if pd.notna(b) else ""
+        return f"{name} ({acc.text()} at {fmt_len(length)}{cache})"
 
     verdicts = {c.id: v for c, v in claims}
     lines = [

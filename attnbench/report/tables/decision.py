@@ -178,6 +178,13 @@ def cache_cell(df: pd.DataFrame, name: str) -> Cell:
         text = " / ".join(c.text + (f" ({dt})" if dt and len(cells) > 1 else "") for dt, c in cells)
         kinds = {c.kind for _, c in cells}
         return Cell(text, kinds.pop() if len(kinds) == 1 else "", cells[0][1].title)
+    slope, how = cache_slope(df, name)
+    return Cell(fmt_bytes(slope), "", how) if how else NONE
+
+
+def cache_slope(df: pd.DataFrame, name: str) -> tuple[float, str]:
+    """(bytes per token, how) from the measured cache bytes between the two longest lengths of one
+    experiment (task models first); (NaN, "") where nothing was measured twice."""
     for m in ("eval/cache_bytes", "memory/total_bytes"):
         g = metric(df, m)
         g = g[(g["design"] == name) & (g["status"] == "measured") & g["v"].notna() & g["context_len"].notna() & ~is_preset(g)]
@@ -187,12 +194,11 @@ def cache_cell(df: pd.DataFrame, name: str) -> Cell:
                 continue
             (l1, b1), (l2, b2) = list(by.items())[-2:]
             slope = (b2 - b1) / (l2 - l1)
-            return Cell(
-                fmt_bytes(slope),
-                "",
+            return (
+                slope,
                 f"measured: ({fmt_bytes(b2)} at {fmt_len(l2)} - {fmt_bytes(b1)} at {fmt_len(l1)}) / tokens, {m}, exp {exp}, {dtype}",
             )
-    return NONE
+    return float("nan"), ""
 
 
 def crossover_cell(df: pd.DataFrame, name: str, phase: str) -> Cell:
