@@ -123,6 +123,8 @@ def judge_c6(df: pd.DataFrame, t: dict, train=None) -> Verdict:
     v.headline = "; ".join(f"{k}: {x}" for k, x in v.parts.items())
     if falls_at:
         v.headline = f"falls from {', '.join(f'{p:g} pairs ({n})' for n, p in falls_at.items())}; " + v.headline
+    if short and learned_sizes:  # said where the verdict is read, not only in the evidence
+        v.headline = f"provisional ({len(learned_sizes)} learned state size(s), seed(s) {', '.join(map(str, seeds))}): " + v.headline
     v.change = (
         f"{t['min_states']} learned state sizes at {t['min_seeds']} seeds (lightning heads' dimension varied at fixed heads, or the width)"
         if short
