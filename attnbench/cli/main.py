@@ -39,7 +39,8 @@ from attnbench import config as config_mod
 from attnbench.records import rundir
 from attnbench.cli.preflight import EXIT_BAD_INPUT, EXIT_SIGINT, EXIT_SIGTERM, check_group_choices, fail, job_dir, one_line
 from attnbench.cli.preflight import prepare_or_exit, sweep_errors, task_config, typed_overrides
-from attnbench.cli.run import FINISHED, Terminated, _raise_terminated, disk_full, exit_now, run
+from attnbench.cli.preflight import disk_full
+from attnbench.cli.run import FINISHED, Terminated, _raise_terminated, exit_now, run
 from attnbench.config import ConfigError
 from attnbench.records.rundir import RunDirError
 

@@ -213,8 +213,6 @@ def prepare_or_exit(cfg: DictConfig, run_dir: Path) -> None:
     except RunDirError as ex:
         fail(str(ex))
     except OSError as ex:  # a disk full already: name the directory, one line (a callback's exception would be a warning)
-        from attnbench.cli.run import disk_full
-
         line = disk_full(ex, run_dir)
         if line is None:
             raise
@@ -300,4 +298,24 @@ def config_error(overrides: list[str], check_dirs: bool = False) -> str | None:
             return one_line(ex)
         except RunDirError as ex:
             return str(ex)
+    return None
+
+
+def disk_full(ex: BaseException, where: Path) -> str | None:
+    """The one line for a write the disk could not take (ENOSPC, a quota, a file-size limit:
+    EFBIG), anywhere in ``ex``'s chain; else None."""
+    import errno
+
+    from attnbench.records.write import DISK_FULL, DiskFull, free_bytes
+
+    seen: BaseException | None = ex
+    while seen is not None:
+        if isinstance(seen, DiskFull):
+            return f"attnbench: {seen}"
+        if isinstance(seen, OSError) and seen.errno in (*DISK_FULL, errno.EFBIG):
+            path = Path(seen.filename) if seen.filename else where
+            if seen.errno == errno.EFBIG:
+                return f"attnbench: file size limit reached writing {path} (ulimit -f); the records so far are kept"
+            return f"attnbench: disk full writing {path}: {free_bytes(path):,} bytes free"
+        seen = seen.__cause__ or seen.__context__
     return None

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, NoReturn
 
 from omegaconf import DictConfig
 
-from attnbench.cli.preflight import EXIT_SIGINT, EXIT_SIGTERM
+from attnbench.cli.preflight import EXIT_SIGINT, EXIT_SIGTERM, disk_full
 
 if TYPE_CHECKING:
     from attnbench.runner import RunContext
@@ -66,26 +66,6 @@ def _raise_cut(signum, frame) -> NoReturn:
     for sig in (signal.SIGINT, signal.SIGTERM):  # a second signal ends the process at once
         signal.signal(sig, signal.SIG_DFL)
     raise Cut(signum)
-
-
-def disk_full(ex: BaseException, where: Path) -> str | None:
-    """The one line for a write the disk could not take (ENOSPC, a quota, a file-size limit:
-    EFBIG), anywhere in ``ex``'s chain; else None."""
-    import errno
-
-    from attnbench.records.write import DISK_FULL, DiskFull, free_bytes
-
-    seen: BaseException | None = ex
-    while seen is not None:
-        if isinstance(seen, DiskFull):
-            return f"attnbench: {seen}"
-        if isinstance(seen, OSError) and seen.errno in (*DISK_FULL, errno.EFBIG):
-            path = Path(seen.filename) if seen.filename else where
-            if seen.errno == errno.EFBIG:
-                return f"attnbench: file size limit reached writing {path} (ulimit -f); the records so far are kept"
-            return f"attnbench: disk full writing {path}: {free_bytes(path):,} bytes free"
-        seen = seen.__cause__ or seen.__context__
-    return None
 
 
 def out_of_memory(ex: BaseException) -> str | None:
