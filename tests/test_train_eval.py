@@ -412,3 +412,15 @@ def test_a_model_stopped_by_its_wall_clock_budget_is_evaluated_as_it_stands_and_
             assert torch.equal(a, b)
     finally:
         shutil.rmtree(shipped, ignore_errors=True)
+
+
+def test_a_record_names_its_checkpoint_by_a_path_a_reader_can_follow(tmp_path):
+    """A shipped checkpoint's source is repository-relative; a cache's is named by its folder
+    (design-key), never by a path of the machine that ran it (/root, /tmp, ...)."""
+    from attnbench.experiments.train import source_of
+
+    shipped = next(p for p in checkpoints.SHIPPED.iterdir() if (p / "record.json").exists())
+    assert source_of(shipped) == f"attnbench/trained/{shipped.name}/record.json"
+    cached = tmp_path / "checkpoints" / "softmax-0123456789abcdef"
+    assert source_of(cached) == "cache: softmax-0123456789abcdef/record.json"
+    assert str(tmp_path) not in source_of(cached)

@@ -64,13 +64,14 @@ def training_facts(record: dict) -> dict:
 
 
 def source_of(folder: Path) -> str:
-    """The checkpoint's record.json, relative to the package's parent for shipped ones."""
+    """The checkpoint's record.json: relative to the repository for shipped ones, else named by its
+    cache folder (``cache: <design>-<key>/record.json``), never by a path of this machine."""
     path = Path(folder) / "record.json"
     root = Path(__file__).resolve().parents[2]
     try:
         return str(path.resolve().relative_to(root))
     except ValueError:
-        return str(path)
+        return f"cache: {Path(folder).name}/record.json"
 
 
 def backend_label(record: dict) -> str:
