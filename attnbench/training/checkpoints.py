@@ -84,7 +84,7 @@ def ship(folder: Path, into: Path | None = None) -> Path:
     if (folder / "final.pt").exists() and (folder / "record.json").exists():
         names = ["final.pt", "record.json", "train.log"]
         if _status(folder) in RESUMABLE and (folder / "partial.pt").exists():
-            names.append("partial.pt")  # stopped by the wall clock: the next sitting resumes it
+            names.append("partial.pt")  # stopped by a limit a later run may raise: the next sitting resumes it
         else:
             (dest / "partial.pt").unlink(missing_ok=True)
     elif (folder / "partial.pt").exists():
