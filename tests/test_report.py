@@ -509,3 +509,19 @@ def test_the_readme_bottom_line_is_the_decision_brief():
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     block = BOTTOM_LINE.search(readme)
     assert block is not None and block.group(2).strip(), "README's bottom line is empty: run python -m attnbench report --decision"
+
+
+def test_the_brief_picks_the_cheapest_design_that_holds_the_best_accuracy():
+    """A design holds when the best's lower bound does not exceed its upper bound; among those, the
+    fewest cache bytes per token wins, and a design with no cache figure is never picked over one with."""
+    from attnbench.report.brief import _cheapest
+    from attnbench.verdicts.quality import Acc
+
+    best = Acc(198, 200, 0.99, 0.97, 1.0)
+    holds = Acc(190, 200, 0.95, 0.91, 0.98)
+    falls = Acc(100, 200, 0.50, 0.43, 0.57)
+    cost = {"softmax": 2048.0, "hybrid": 256.0, "window": 0.0, "unknown": float("nan")}
+    assert _cheapest({"softmax": best, "hybrid": holds, "window": falls}, cost) == "hybrid"
+    assert _cheapest({"softmax": best, "window": falls}, cost) == "softmax"
+    assert _cheapest({"softmax": best, "unknown": best}, cost) == "softmax"
+    assert _cheapest({}, cost) is None

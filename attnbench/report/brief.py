@@ -86,7 +86,8 @@ def _cheapest(accs: dict[str, Acc], cost: dict[str, float]) -> str | None:
         return None
     best = max(accs.values(), key=lambda a: a.p)
     holds = [n for n, a in accs.items() if not best.lo > a.hi]
-    return min(holds, key=lambda n: (cost.get(n, float("inf")) if pd.notna(cost.get(n)) else float("inf"), n)) if holds else None
+    # a design without a cache figure sorts last (NaN is never the cheapest), ties by name
+    return min(holds, key=lambda n: (pd.isna(cost.get(n, float("nan"))), cost.get(n, 0.0), n)) if holds else None
 
 
 def brief_table(df: pd.DataFrame, train: pd.DataFrame | None) -> tuple[Table | None, dict[str, tuple[str | None, float, Acc | None]]]:

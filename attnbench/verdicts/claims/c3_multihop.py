@@ -58,6 +58,7 @@ class SeedPair:
     deficit: dict[tuple[int, float], tuple[str, str]] = field(default_factory=dict)  # (hops, length) -> (state, text)
     matched: dict[str, tuple[str, str]] = field(default_factory=dict)  # simple task -> (state, text)
     not_learned: list[str] = field(default_factory=list)  # the chains the hybrid did not learn (the reason, not the verdict)
+    bounds: dict[tuple[int, float], tuple[float, float]] = field(default_factory=dict)  # (hops, length) -> deficit bounds
     rule: str = ""  # the rule both models were trained under (rule_ok)
 
 
@@ -93,7 +94,7 @@ def _pair(df: pd.DataFrame, train, exp: str, name: str, seed: int, t: dict) -> S
                     f"{hops} hops at {fmt_len(length)}: softmax {s.text()}, under {t['min_ref']}: separates nothing",
                 )
                 continue
-            lo, hi = deficit(a, s)
+            lo, hi = p.bounds[(hops, length)] = deficit(a, s)
             state = _state(lo, hi, t["gap"]) if min(a.n, s.n) >= t["min_probes"] else UNDECIDED
             few = f" ({min(a.n, s.n):.0f} probes, fewer than {t['min_probes']})" if min(a.n, s.n) < t["min_probes"] else ""
             p.deficit[(hops, length)] = (
@@ -181,11 +182,7 @@ def _judge_design(df: pd.DataFrame, train, exp: str, name: str, t: dict, v: Verd
 def _headline(head: str, pairs: list[SeedPair], t: dict) -> str:
     """Each seed's deficit at 3 hops at 1K (the longest pre-stated chain at the fixed length)."""
     key = (max(t["hops"]), float(t["length"]))
-    got = [
-        f"s{p.seed} {p.deficit[key][1].split(' = ')[1].split(':')[0]}"
-        for p in pairs
-        if p.rule_ok and key in p.deficit and p.deficit[key][0] != MISSING
-    ]
+    got = [f"s{p.seed} [{p.bounds[key][0]:+.2f}, {p.bounds[key][1]:+.2f}]" for p in pairs if p.rule_ok and key in p.bounds]
     return f"softmax minus {head} at {key[0]} hops, {fmt_len(key[1])}: " + (", ".join(got) if got else "not measured")
 
 
