@@ -700,3 +700,30 @@ def test_design_md_states_every_rule_as_the_judges_run_it():
     text = rules_doc.DOC.read_text()
     for claim in C.CLAIMS:
         assert claim.rule in text, claim.id
+
+
+def test_c7_shows_engine_maturity_as_a_dated_sourced_table_that_changes_no_verdict(tmp_path, monkeypatch):
+    """Engine maturity is data (vLLM, SGLang: version, feature, status, date, source), appended to C7's
+    evidence; the verdict and its parts are the same with or without it."""
+    from attnbench.verdicts.claims import c7_engines as E, c7_serving
+
+    for row in E.ENGINES:
+        assert row.feature in E.FEATURES and row.source and row.status and row.version and row.date, row
+        assert row.date == E.NOT_CHECKED or (len(row.date) == 10 and row.date[4] == "-"), row
+    for engine in ("vLLM", "SGLang"):  # every feature the claim names has a row for both engines, checked or not
+        assert {r.feature for r in E.ENGINES if r.engine == engine} >= set(E.FEATURES[1:]), engine
+    # a row no source confirms says so instead of a status
+    assert all(r.status == E.NOT_CHECKED for r in E.ENGINES if r.source == "no source read")
+    prefix = [
+        rec(p, "serving/prefix_recompute_tokens", r, "tokens", "projected", preset=p)
+        for p, r in (("minimax_text01", 127.5), ("minimax_m2", 0))
+    ] + [rec(p, "serving/prefix_bytes", 1e9, "bytes", "projected", preset=p, context_len=65536) for p in ("minimax_text01", "minimax_m2")]
+    df = frame(tmp_path, prefix).records
+    (c7,) = [c for c in C.CLAIMS if c.id == "C7"]
+    v = c7(df)
+    lines = E.engine_lines()
+    assert v.evidence[-len(lines) :] == lines and any("vllm-project/vllm PR 13454" in x for x in lines)
+    monkeypatch.setattr(c7_serving, "engine_lines", lambda: [])
+    bare = c7(df)
+    assert (bare.verdict, bare.parts, bare.projected_only) == (v.verdict, v.parts, v.projected_only)
+    assert v.verdict == R.SUPPORTED and v.projected_only and bare.evidence == v.evidence[: -len(lines)]

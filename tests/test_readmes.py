@@ -84,3 +84,46 @@ def test_the_by_seed_table_has_no_row_for_a_length_no_seed_measured(tmp_path):
     t = needle_by_seed(load([write_run(tmp_path / "r")]))
     rows = set(zip(t["design"], t["length"]))
     assert ("msa", "1K") in rows and ("msa", "2K") not in rows and ("lightning_hybrid", "4K") not in rows
+
+
+@pytest.fixture(scope="module")
+def verdicts():
+    """judge_all's verdicts on the repository's records, read once (the decision report's reading)."""
+    from attnbench.report.readme.verdict_words import judged
+
+    return judged(ROOT)
+
+
+def test_readmes_and_docs_say_what_judge_all_says(verdicts):
+    """Every "C<n> reads <verdict>" in experiments/*/README.md, attnbench/trained/README.md, docs/ and
+    README.md is judge_all's verdict (issue 47, item 4)."""
+    from attnbench.report.readme.verdict_words import check_verdict_words, doc_files
+
+    assert verdicts, "no records judged"
+    problems = check_verdict_words(ROOT, verdicts)
+    assert not problems, "\n".join(map(str, problems))
+    assert any(f.name == "README.md" and f.parent.name == "serving" for f in doc_files(ROOT))
+
+
+def test_a_readme_with_another_verdict_word_fails(verdicts, tmp_path):
+    from attnbench.report.readme.verdict_words import check_verdict_words, statements
+    from attnbench.verdicts.rules import INCONCLUSIVE, NOT_SUPPORTED, PARTLY, SUPPORTED
+
+    c7 = verdicts["C7"]
+    wrong = next(w for w in (SUPPORTED, PARTLY, NOT_SUPPORTED, INCONCLUSIVE) if w != c7.verdict)
+    prefix = next(label for label in c7.parts if label.startswith("prefix"))
+    part_wrong = next(w for w in (SUPPORTED, NOT_SUPPORTED) if w != c7.parts[prefix])
+    readme = tmp_path / "README.md"
+    readme.write_text(
+        f"# serving\n\nC7 overall: **{c7.verdict}**, as judged.\n"
+        f"C7 reads\n**{wrong}** at this scale.\n"  # the word on the next line of one sentence
+        f"C7's prefix part is {part_wrong}.\n"
+        f"C7 was {wrong} before the rule changed; `C7: {wrong}` in code; <!-- C7: {wrong} -->\n"
+    )
+    problems = check_verdict_words(ROOT, verdicts, files=[readme])
+    assert [p.what.split(":")[0] for p in problems] == ["line 4", "line 6"], problems
+    assert repr(wrong) in problems[0].what and repr(c7.verdict) in problems[0].what
+    # the forms a statement takes: "C7: not supported", "partly" alone, two ids in one sentence
+    got = statements("C7: not supported. C3 partly holds. C2 and C4 are inconclusive.", {"C2", "C3", "C4", "C7"})
+    assert [(s.claim, s.word) for s in got] == [("C7", NOT_SUPPORTED), ("C3", PARTLY), ("C4", INCONCLUSIVE)]
+    assert not statements("C2's rule: supported if the lower bound is high. C4 reads supported when both hold.", {"C2", "C4"})

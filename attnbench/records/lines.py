@@ -1,13 +1,14 @@
 """What the lines of a results file hold (attnbench/records/read.py describes the file): the statuses
 a record may have, the shared metric names (stable: the report, W&B and dashboards key on them),
-the fields every record carries, and a header's provenance: the git commit, the library
-versions and the hardware of a (re)start; ``stable_hash`` (config hashes, checkpoint keys) and
-``now`` (every timestamp).
+the fields every record carries, and a header's provenance: the git commit (and, for a dirty
+checkout, the file beside the records that holds its diff), the library versions and the hardware
+of a (re)start; ``stable_hash`` (config hashes, checkpoint keys) and ``now`` (every timestamp).
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import os
 import platform
 import subprocess
@@ -63,9 +64,13 @@ OPTIONAL = ("context_len", "depth", "seed", "backend", "device", "dtype")
 PACKAGES = ("torch", "triton", "hydra-core", "omegaconf", "numpy", "pandas", "matplotlib", "wandb", "datasets", "attnbench")
 
 
+# the checkout whose commit a header names (a module global so a test can point it at a scratch repository)
+CHECKOUT = Path(__file__).resolve().parent
+
+
 def git_commit() -> dict[str, Any]:
     """The commit of the attnbench checkout (``unknown`` for an installed wheel)."""
-    here = Path(__file__).resolve().parent
+    here = CHECKOUT
     try:
         commit = subprocess.run(["git", "-C", str(here), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
         if commit.returncode != 0:
@@ -76,6 +81,33 @@ def git_commit() -> dict[str, Any]:
         return {"commit": commit.stdout.strip(), "dirty": bool(status.stdout.strip())}
     except (OSError, subprocess.SubprocessError):
         return {"commit": "unknown", "dirty": None}
+
+
+def with_diff(git: dict[str, Any], run_dir: Path) -> dict[str, Any]:
+    """``git`` with ``diff`` naming the file, beside the records, that holds ``git diff HEAD`` of a
+    dirty checkout (secrets masked): a commit alone cannot say which code made a dirty run's
+    numbers, the commit and its diff can. A clean or unknown tree: ``git`` unchanged, no file."""
+    if not git.get("dirty"):
+        return git
+    try:
+        out = subprocess.run(
+            ["git", "-C", str(CHECKOUT), "diff", "--no-color", "--no-ext-diff", "HEAD"], capture_output=True, text=True, timeout=60
+        )
+    except (OSError, subprocess.SubprocessError):
+        return git
+    if out.returncode != 0:
+        return git
+    from attnbench.records.redact import redact
+
+    text = redact(out.stdout)
+    name = f"git-{git['commit'][:12]}.diff"
+    path = Path(run_dir) / name
+    if path.exists() and path.read_text() != text:  # a restart on the same commit with other edits keeps both diffs
+        name = f"git-{git['commit'][:12]}-{hashlib.sha256(text.encode()).hexdigest()[:8]}.diff"
+        path = Path(run_dir) / name
+    if not path.exists():
+        path.write_text(text)
+    return {**git, "diff": name}
 
 
 def versions() -> dict[str, str | None]:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from attnbench.records.integrity import CHECKSUM, cell_name, encode_line, scan, write_atomic
-from attnbench.records.lines import REQUIRED, STATUSES, git_commit, hardware, now, versions
+from attnbench.records.lines import REQUIRED, STATUSES, git_commit, hardware, now, versions, with_diff
 from attnbench.basics import stable_hash
 
 DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
@@ -65,12 +65,13 @@ class Recorder:
         for obj in self.repaired.objects:
             if obj.get("type") == "record" and obj.get("cell") in self.done_cells:
                 self._by_cell.setdefault(obj["cell"], []).append({k: v for k, v in obj.items() if k != CHECKSUM})
+        git = git_commit()
         header = {
             "type": "header",
             "exp": exp,
             "config_hash": config_hash,
             "started": now(),
-            "git": git_commit(),
+            "git": with_diff(git, self.path.parent) if write else git,
             "versions": versions(),
             "hardware": hardware(),
             "config": config,

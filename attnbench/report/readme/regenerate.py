@@ -3,6 +3,9 @@
     python -m attnbench.report.readme.regenerate            # rewrite the generated tables of experiments/*/README.md
     python -m attnbench.report.readme.regenerate --check    # list every mismatch, exit 1 if any (tests/test_readmes.py)
 
+``--check`` also compares every verdict word of the READMEs and docs with ``judge_all``
+(verdict_words.py).
+
 A README marks a generated table with two HTML comments; the lines between them are replaced
 by what the table function registered under NAME (a module of report/readme/) makes from that experiment's records (a
 pandas DataFrame written as Markdown):
@@ -171,6 +174,10 @@ def main(argv: list[str] | None = None) -> int:
             if fresh != text:
                 readme.write_text(fresh)
                 print(f"updated {readme}")
+    if args.check:  # and every verdict word in the READMEs and docs is judge_all's (verdict_words.py)
+        from attnbench.report.readme.verdict_words import check_verdict_words
+
+        problems += check_verdict_words(args.root)
     for p in problems:
         print(p)
     return 1 if problems else 0

@@ -16,12 +16,16 @@ Three parts, each its own verdict (judge.py holds the quotes and the rule text):
   of k, paired by repeat, p25-p75), on one device both were timed on (a GPU where there is one), after
   the longest context both were timed at: the hybrid's p75 below softmax's p25: supported; its p25
   above softmax's p75: not supported; else inconclusive; rollback bytes shown beside it.
+
+Engine maturity (the claim's words "lacked mature support") is no part: its dated, sourced table
+(c7_engines.py) is appended to the evidence, unjudged.
 """
 
 from __future__ import annotations
 
 import pandas as pd
 
+from attnbench.verdicts.claims.c7_engines import engine_lines  # the engines' state: data, not a verdict
 from attnbench.verdicts.readings import metric
 
 from attnbench.basics import fmt_bytes, fmt_len
@@ -165,6 +169,7 @@ def judge_c7(df: pd.DataFrame, t: dict, train: pd.DataFrame | None = None) -> Ve
     else:  # the headline verdict from the measured parts; the projected part shown beside it
         v.verdict = combine_parts(measured)
         v.projected_parts = [projected]
+    v.evidence += engine_lines()  # beside the parts, never judged: no measurement here reaches an engine's maturity
     v.models = [hybrid, "softmax"]
     v.headline = "; ".join(f"{k}: {x}" for k, x in v.parts.items())
     timed_on_gpu = "cuda" in set(_col(metric(df, "serving/verify_speedup"), "status", "measured").get("device", pd.Series(dtype=object)))

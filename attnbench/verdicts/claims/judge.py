@@ -10,9 +10,9 @@ rule follows the claim's own conditions (C2: 4x the true training length; C3: th
 softmax learned; C6: key-value pairs against the state size) and the same discipline:
 
 - a model that did not learn the task at its training length (quality.learned, the one
-  definition) is not compared as a design: the claim is "inconclusive", naming it, except
-  where the claim's own rule makes not learning a finding (C3: "did not learn within the
-  shared budget"; C6: lightning that never learns where softmax does, counted as evidence);
+  definition) is not compared as a design: the claim is "inconclusive", naming it, or the
+  rule shows it beside what it judges (C2: shown, not judged; C3: named as the reason for its
+  deficit, never in its place; C6: listed as "did not learn", never evidence);
 - it compares 95% interval bounds, never point estimates; where probes share a haystack, the
   interval counts the haystack as the unit (quality.haystack_acc);
 - "not supported" needs evidence of absence: an interval that excludes the claimed effect;

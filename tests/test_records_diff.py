@@ -1,0 +1,72 @@
+"""A run recorded from a dirty checkout stores its diff beside its records (issue 47, item 3): the
+header names the file (``git.diff``), secrets in the diff are masked; a clean checkout writes none."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from attnbench.records import lines
+from attnbench.records.write import Recorder
+
+SECRET = "hf_abcdefghijklmnopqrstuvwx"
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=True).stdout
+
+
+@pytest.fixture
+def repo(tmp_path, monkeypatch):
+    """A scratch repository with one commit, standing in for the attnbench checkout."""
+    r = tmp_path / "repo"
+    r.mkdir()
+    git(r, "init", "-q")
+    git(r, "config", "user.email", "t@example.com")
+    git(r, "config", "user.name", "t")
+    (r / "model.py").write_text("width = 64\n")
+    git(r, "add", "model.py")
+    git(r, "commit", "-q", "-m", "first")
+    monkeypatch.setattr(lines, "CHECKOUT", r)
+    return r
+
+
+def header(path: Path) -> dict:
+    return json.loads(path.read_text().splitlines()[0])
+
+
+def test_a_dirty_checkout_stores_its_diff_beside_the_records(repo, tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_TOKEN", SECRET)
+    (repo / "model.py").write_text(f"width = 128\ntoken = '{SECRET}'\n")
+    run = tmp_path / "run"
+    Recorder(run / "results.jsonl", "smoke", {}, "h0")
+    g = header(run / "results.jsonl")["git"]
+    commit = git(repo, "rev-parse", "HEAD").strip()
+    assert g["commit"] == commit and g["dirty"] is True
+    assert g["diff"] == f"git-{commit[:12]}.diff"
+    diff = (run / g["diff"]).read_text()
+    assert "+width = 128" in diff and "-width = 64" in diff
+    assert SECRET not in diff and "***redacted***" in diff
+
+
+def test_a_restart_with_other_edits_keeps_the_first_diff(repo, tmp_path):
+    run = tmp_path / "run"
+    (repo / "model.py").write_text("width = 128\n")
+    Recorder(run / "results.jsonl", "smoke", {}, "h0")
+    (repo / "model.py").write_text("width = 256\n")
+    Recorder(run / "results.jsonl", "smoke", {}, "h0")
+    heads = [json.loads(x) for x in (run / "results.jsonl").read_text().splitlines() if '"header"' in x]
+    names = [h["git"]["diff"] for h in heads]
+    assert len(set(names)) == 2
+    assert "+width = 128" in (run / names[0]).read_text() and "+width = 256" in (run / names[1]).read_text()
+
+
+def test_a_clean_checkout_writes_no_diff(repo, tmp_path):
+    run = tmp_path / "run"
+    Recorder(run / "results.jsonl", "smoke", {}, "h0")
+    g = header(run / "results.jsonl")["git"]
+    assert g["dirty"] is False and "diff" not in g
+    assert not list(run.glob("git-*.diff"))
