@@ -1,7 +1,9 @@
 """Every experiment checks its sizes and designs before any work, each refusal one line naming the
 field: lengths and counts against the bounds of docs/long-runs.md, memory against this machine's,
-repeated or no designs; and the experiments that spend exp.budget cell by cell stop at the next
-cell boundary, recording the stop ``skipped`` (note ``budget``)."""
+repeated or no designs; and every experiment stops within one cell of a spent exp.budget: those
+that spend it cell by cell at the next cell boundary, recording the stop ``skipped`` (note
+``budget``), longctx's grids (needle_4m, multihop) at the next haystack and the bench sweep
+(crossover) at the next timing cell, each recording the cells left out ``skipped``."""
 
 from __future__ import annotations
 
