@@ -58,7 +58,7 @@ def production_shape(letter: str, window: int):
 def run(ctx) -> None:
     cfg = ctx.cfg
     start = time.perf_counter()
-    budget = sweep.Budget(start + ctx.budget.seconds, reserve_s=ANALYTIC_RESERVE_S)
+    budget = sweep.Budget(start + ctx.budget.seconds, reserve_s=ANALYTIC_RESERVE_S, text=ctx.budget.text)
     hw = hardware_for_run(ctx)
     designs = [d for d in ctx.design_names]
     layouts = {d: resolve_layout(cfg.attention[d].layout, cfg.model.n_layers) for d in designs}
