@@ -525,3 +525,18 @@ def test_the_brief_picks_the_cheapest_design_that_holds_the_best_accuracy():
     assert _cheapest({"softmax": best, "window": falls}, cost) == "softmax"
     assert _cheapest({"softmax": best, "unknown": best}, cost) == "softmax"
     assert _cheapest({}, cost) is None
+
+
+def test_the_brief_says_which_seeds_a_pick_rests_on():
+    """A pick from one seed's model reads "seed 0", one pooled over three "seeds 0, 1, 2"."""
+    import pandas as pd
+
+    from attnbench.report.brief import _seeds
+
+    rows = [
+        {"metric": "niah/acc", "design": d, "context_len": 1024.0, "seed": s, "v": 1.0, "status": "measured"}
+        for d, s in [("gdn", 0), ("softmax", 0), ("softmax", 1), ("softmax", 2)]
+    ]
+    df = pd.DataFrame(rows)
+    assert _seeds(df, "gdn", 1024.0) == "seed 0" and _seeds(df, "softmax", 1024.0) == "seeds 0, 1, 2"
+    assert _seeds(df, "msa", 1024.0) == "seeds —"

@@ -81,6 +81,13 @@ def _train_len(train: pd.DataFrame | None, name: str, exp: str | None = NEEDLE_E
     return float(t["train_len"].max()) if not t.empty else float("nan")
 
 
+def _seeds(df: pd.DataFrame, name: str, length: float) -> str:
+    """Which seeds' models a needle cell pools: "seed 0" or "seeds 0, 1, 2" (a one-seed pick is weaker)."""
+    d = metric(df, "niah/acc")
+    seeds = sorted({int(s) for s in d[(d["design"] == name) & (d["context_len"] == length)]["seed"].dropna()})
+    return ("seed " if len(seeds) == 1 else "seeds ") + ", ".join(map(str, seeds)) if seeds else "seeds —"
+
+
 def _cheapest(accs: dict[str, Acc], cost: dict[str, float]) -> str | None:
     if not accs:
         return None
@@ -127,7 +134,7 @@ def brief_table(df: pd.DataFrame, train: pd.DataFrame | None) -> tuple[Table | N
                 Cell(
                     f"{a.text()} at {fmt_len(L)}" + (" (extrapolated)" if beyond else "") + mark,
                     "",
-                    f"{a.fraction} probes; trained to {fmt_len(trained_to) if pd.notna(trained_to) else '—'}",
+                    f"{a.fraction} probes, {_seeds(d, n, L)}; trained to {fmt_len(trained_to) if pd.notna(trained_to) else '—'}",
                 )
             )
         table.rows.append(row)
@@ -143,7 +150,7 @@ def _bottom_line(
             return f"no design that learned has a measured needle cell at {band}"
         b = _bytes_per_token(df, name)
         cache = f", {fmt_bytes(b)} of cache a token" if pd.notna(b) else ""
-        return f"{name} ({acc.text()} at {fmt_len(length)}{cache})"
+        return f"{name} ({acc.text()} at {fmt_len(length)}, {_seeds(df[df['exp'] == needle_exp(df)], name, length)}{cache})"
 
     verdicts = {c.id: v for c, v in claims}
     lines = [
