@@ -1,5 +1,5 @@
 """Leaf helpers every layer may use (they import nothing of attnbench): the hash behind config
-hashes and checkpoint keys, the cache's root folder, an atomic file write, and how lengths and
+hashes and checkpoint keys, the shipped models' and the cache's root folders, an atomic file write, and how lengths and
 byte counts are written."""
 
 from __future__ import annotations
@@ -10,6 +10,10 @@ import os
 import tempfile
 from pathlib import Path
 from typing import Any
+
+# The models shipped with attnbench (one folder <design>-<key> each, final.pt + record.json): here, a leaf, so
+# the verdicts can ask what is shipped without loading torch (training/checkpoints.py imports it from here).
+SHIPPED = Path(__file__).resolve().parent / "trained"
 
 
 def stable_hash(obj: Any, n: int = 16) -> str:
