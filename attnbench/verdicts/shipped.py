@@ -68,6 +68,15 @@ def split(df: pd.DataFrame, root: Path = SHIPPED) -> tuple[pd.DataFrame, dict[st
     return df[~out], {str(k): int(v) for k, v in sorted(counts.items())}
 
 
+def by_exp(df: pd.DataFrame, aside: dict[str, int]) -> dict[str, dict[str, int]]:
+    """The models set aside, grouped by the experiment whose records they are: exp -> {model: records}."""
+    named = models(df)
+    out: dict[str, dict[str, int]] = {}
+    for (exp, model), n in named[named.isin(list(aside))].groupby(df["exp"]).value_counts().items():
+        out.setdefault(str(exp), {})[str(model)] = int(n)
+    return out
+
+
 def leaving(df: pd.DataFrame) -> pd.DataFrame:
     """Records whose source or checkpoint names a path outside the repository (a machine's own folder)."""
     hit = pd.Series(False, index=df.index)

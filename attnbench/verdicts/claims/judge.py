@@ -359,14 +359,25 @@ def _reading(v: Verdict) -> tuple:
 
 
 def _note_aside(claim: Claim, verdict: Verdict, df: pd.DataFrame, train, aside: dict[str, int]) -> None:
-    """Name the unshipped models set aside where judging with them would read otherwise (SHIPPED_RULE)."""
+    """Name the unshipped models set aside where judging with them would read otherwise (SHIPPED_RULE): those of
+    each experiment whose records alone change the reading, else all of them."""
     with_them = _judged(claim, df, train)
     if _reading(with_them) == _reading(verdict):
         return
+    groups = shipped.by_exp(df, aside)
+    named = aside
+    if len(groups) > 1:
+        kept = df[~shipped.models(df).isin(list(aside))]
+        moving = {}
+        for exp, group in groups.items():
+            add = df[shipped.models(df).isin(list(group))]
+            if _reading(_judged(claim, pd.concat([kept, add]), train)) != _reading(verdict):
+                moving.update(group)
+        named = moving or aside
     parts = "; ".join(f"{k}: {x}" for k, x in with_them.parts.items() if verdict.parts.get(k) != x)
     verdict.evidence.insert(
         0,
-        f"set aside, not shipped in attnbench/trained/: {shipped.describe(aside)}; with them this claim would read "
+        f"set aside, not shipped in attnbench/trained/: {shipped.describe(named)}; with them this claim would read "
         f"{with_them.verdict}" + (f" (parts: {parts})" if parts else "") + ". " + SHIPPED_RULE,
     )
 
