@@ -1,6 +1,7 @@
 """Leaf helpers every layer may use (they import nothing of attnbench): the hash behind config
-hashes and checkpoint keys, the shipped models' and the cache's root folders, an atomic file write, and how lengths and
-byte counts are written."""
+hashes and checkpoint keys, the shipped models' and the cache's root folders, an atomic file write,
+how lengths and byte counts are written, and the ``Range`` a config number is checked against (here
+because the config and the designs' settings in attnbench/specs both declare ranges)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import hashlib
 import json
 import os
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -71,3 +73,33 @@ def fmt_bytes(n) -> str:
             return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
         n /= 1024
     return f"{n:.1f} TiB"
+
+
+@dataclass(frozen=True)
+class Range:
+    """lo <= x <= hi (either end open with lo_open / hi_open; None: unbounded); always finite."""
+
+    lo: float | None = None
+    hi: float | None = None
+    lo_open: bool = False
+    hi_open: bool = False
+
+    def holds(self, x: float) -> bool:
+        import math
+
+        if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x):
+            return False
+        if self.lo is not None and (x <= self.lo if self.lo_open else x < self.lo):
+            return False
+        return not (self.hi is not None and (x >= self.hi if self.hi_open else x > self.hi))
+
+    def describe(self, integer: bool) -> str:
+        def num(x: float) -> str:
+            return str(int(x)) if float(x).is_integer() else f"{x:g}"
+
+        what = "an integer" if integer else "a finite number"
+        lo = None if self.lo is None else f"{'>' if self.lo_open else '>='} {num(self.lo)}"
+        hi = None if self.hi is None else f"{'<' if self.hi_open else '<='} {num(self.hi)}"
+        if self.lo is not None and self.hi is not None and not (self.lo_open or self.hi_open):
+            return f"{what} in {num(self.lo)} .. {num(self.hi)}"
+        return " ".join([what, *(p for p in (lo, "and" if lo and hi else None, hi) if p)])

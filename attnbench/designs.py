@@ -8,7 +8,8 @@ the backend knows are read from it when asked (layout_letters(), kernel_ops()), 
 import, so an entry added at run time builds, runs and is gated like the others
 (tests/test_designs.py's toy); only the config's KernelOp enum, kernels_cpu's timed ops and
 the report's styles are taken at import. Adding a design is one entry here, one layer module,
-a spec in attnbench/specs/ and a conf/attention/<name>.yaml (docs/adding-a-design.md).
+a spec in attnbench/specs/ (with its settings and cost), an op folder in kernels/ and a
+conf/attention/<name>.yaml (docs/adding-a-design.md).
 
 This module imports nothing from attnbench (layers are named by import path and loaded on
 demand), so kernels/ can read it without importing the model.
@@ -38,6 +39,9 @@ class Design:
     cost: str  # its entry among its spec's cost-model entries (Spec.costs, attnbench.bench.costmodel.costs)
     glue_ops: int  # reference layer: torch ops besides the attention op and the MoE (costmodel, counted)
     spec: str  # "module:NAME" of its spec (attnbench/specs): inputs, calls, naive truth, cache, projections
+    # "module:NAME" of the dataclass of its settings (attnbench/specs/settings.py): the fields of
+    # attention.<design> its layers read, their ranges, checks and Arch fields; None: none of its own
+    settings: str | None = None
     colour: str | None = None  # figures: its colour in every report (Okabe-Ito); None: presets' palette
     marker: str = "o"  # figures: its marker
     triton_on_auto: bool = False  # backend "auto" prefers its Triton kernel on CUDA (softmax: SDPA is faster)
@@ -65,6 +69,7 @@ DESIGNS: dict[str, Design] = {
             cost="softmax",
             glue_ops=100,
             spec="attnbench.specs.softmax:SPEC",
+            settings="attnbench.specs.softmax:SoftmaxSettings",
             colour="#0072B2",
             marker="o",
         ),
@@ -76,6 +81,7 @@ DESIGNS: dict[str, Design] = {
             cost="lightning",
             glue_ops=70,
             spec="attnbench.specs.lightning:SPEC",
+            settings="attnbench.specs.lightning:LightningSettings",
             colour="#E69F00",
             marker="s",
             triton_on_auto=True,
@@ -88,6 +94,7 @@ DESIGNS: dict[str, Design] = {
             cost="sliding_window",
             glue_ops=110,
             spec="attnbench.specs.sliding_window:SPEC",
+            settings="attnbench.specs.sliding_window:SlidingWindowSettings",
             colour="#CC79A7",
             marker="D",
             triton_on_auto=True,
@@ -100,6 +107,7 @@ DESIGNS: dict[str, Design] = {
             cost="msa",
             glue_ops=150,
             spec="attnbench.specs.msa:SPEC",
+            settings="attnbench.specs.msa:MSASettings",
             colour="#D55E00",
             marker="P",
             triton_on_auto=True,
@@ -112,6 +120,7 @@ DESIGNS: dict[str, Design] = {
             cost="gated_delta",
             glue_ops=90,
             spec="attnbench.specs.gated_delta:SPEC",
+            settings="attnbench.specs.lightning:LightningSettings",
             colour="#CC6677",
             marker="p",
         ),
@@ -124,6 +133,7 @@ DESIGNS: dict[str, Design] = {
             cost="dsa",
             glue_ops=150,
             spec="attnbench.specs.dsa:SPEC",
+            settings="attnbench.specs.msa:MSASettings",
             colour="#663333",
             marker="d",
         ),
@@ -205,6 +215,12 @@ def op_of(letter: str) -> str:
 def describe_letters(letters: str | None = None) -> str:
     """'S softmax, L lightning, ...' (the layout letters, unless given) for error messages."""
     return ", ".join(f"{c} {DESIGNS[c].name}" for c in (layout_letters() if letters is None else letters))
+
+
+def settings_classes() -> tuple[type, ...]:
+    """Every design's settings dataclass, each once (designs may share one: gdn reads lightning's), in registry order."""
+    found = (_load(d.settings) for d in DESIGNS.values() if d.settings is not None)
+    return tuple(dict.fromkeys(found))
 
 
 def spec_of(letter: str) -> Any:

@@ -41,15 +41,12 @@ def test_the_letter_mapping_is_written_only_in_the_registry():
     """A dict from a letter to a design name ("S": "softmax") anywhere else is a second copy."""
     names = "|".join(d.name for d in designs.DESIGNS.values())
     pattern = re.compile(rf"""["'][A-Z]["']\s*:\s*["']({names})["']""")
-    copies = [
-        str(p.relative_to(ROOT))
-        for folder in ("attnbench", "kernels")
-        for p in (ROOT / folder).rglob("*.py")
-        if pattern.search(p.read_text())
-    ]
+    copies = [str(p.relative_to(ROOT)) for folder in CODE for p in (ROOT / folder).rglob("*.py") if pattern.search(p.read_text())]
     assert copies == []
 
 
+# The code the guards below read: the package, its kernels and the experiments' scripts.
+CODE = ("attnbench", "kernels", "experiments")
 # Where a design's behaviour may be written: the registry and the specs (attnbench/specs).
 BEHAVIOUR_HOMES = ("attnbench/designs.py", "attnbench/specs/", "attnbench/verdicts/claims/")  # claims name designs by right
 
@@ -78,10 +75,10 @@ def branch_patterns() -> list[re.Pattern]:
 
 
 def behaviour_branches(root: Path = ROOT) -> list[str]:
-    """'path:line: code' of every letter or op branch in attnbench/ and kernels/ outside the registry and the specs."""
+    """'path:line: code' of every letter or op branch in CODE outside the registry, the specs and the claims."""
     patterns = branch_patterns()
     found = []
-    for folder in ("attnbench", "kernels"):
+    for folder in CODE:
         for p in sorted((root / folder).rglob("*.py")):
             rel = p.relative_to(root).as_posix()
             if rel.startswith(BEHAVIOUR_HOMES):
@@ -122,9 +119,13 @@ def test_the_kernel_experiments_time_every_registered_op_by_default():
 def test_a_branch_outside_the_registry_is_found(tmp_path, line):
     (tmp_path / "kernels").mkdir()
     (tmp_path / "attnbench" / "specs").mkdir(parents=True)
+    (tmp_path / "attnbench" / "verdicts" / "claims").mkdir(parents=True)
+    (tmp_path / "experiments" / "probe").mkdir(parents=True)
     (tmp_path / "attnbench" / "bench.py").write_text(f"x = 1\n{line}\n")
+    (tmp_path / "experiments" / "probe" / "run.py").write_text(f"{line}\n")  # a script is code too
     (tmp_path / "attnbench" / "specs" / "toy.py").write_text(f"{line}\n")  # a spec may
-    assert behaviour_branches(tmp_path) == [f"attnbench/bench.py:2: {line.strip()}"]
+    (tmp_path / "attnbench" / "verdicts" / "claims" / "c9.py").write_text(f"{line}\n")  # a claim may
+    assert behaviour_branches(tmp_path) == [f"attnbench/bench.py:2: {line.strip()}", f"experiments/probe/run.py:1: {line.strip()}"]
 
 
 def test_every_named_design_has_its_own_fixed_style():

@@ -180,3 +180,49 @@ def test_a_signal_during_interpreter_shutdown_is_one_line_and_143(tmp_path):
     assert res.returncode == 143, res.stderr[-3000:]
     assert res.stderr.strip().splitlines()[-1] == "attnbench: SIGTERM while exiting; the run and its sinks were written", res.stderr
     assert "Traceback" not in res.stderr and "Exception ignored" not in res.stderr, res.stderr
+
+
+def test_a_full_or_unwritable_wandb_directory_is_named_in_one_line(tmp_path, monkeypatch, capsys):
+    """W&B's own write fails (ENOSPC with no file name, or EACCES on its directory): the child's one
+    line names RUN_DIR/wandb, not a bare ``OSError`` (what the parent prints as the W&B line)."""
+    import errno
+    import json
+
+    import wandb
+
+    from attnbench.tracking import wandb_runs
+
+    from report_fixtures import write_run
+
+    run = write_run(tmp_path / "run")
+    cases = [
+        (OSError(errno.ENOSPC, "No space left on device"), f"W&B: disk full writing {run / 'wandb'}: "),
+        (PermissionError(errno.EACCES, "Permission denied", str(run / "wandb" / "x")), f"W&B: cannot write {run / 'wandb' / 'x'} ("),
+    ]
+    for ex, want in cases:
+
+        def init(*a, exc=ex, **k):
+            try:
+                raise exc
+            except OSError as inner:  # wandb wraps its errors: the OSError is the cause
+                raise wandb.Error("could not init run") from inner
+
+        monkeypatch.setattr(wandb, "init", init)
+        code = wandb_runs.main([str(run), "--config", json.dumps({"mode": "offline"})])
+        out = capsys.readouterr().out
+        assert code == 1 and out.count("\n") == 1 and out.startswith(want), out
+
+
+def test_the_wandb_sync_command_works_for_a_directory_with_brackets(tmp_path):
+    """A sweep's job directory ``exp.designs=[softmax]``: pasted into a shell, the printed command
+    must name that directory's runs (unquoted, ``[softmax]`` is a pattern matching one letter)."""
+    import subprocess
+
+    from attnbench.tracking.wandb_runs import sync_command
+
+    run = tmp_path / "exp.designs=[softmax]"
+    written = [run / "wandb" / "offline-run-20260101_000000-abc"]
+    written[0].mkdir(parents=True)
+    cmd = sync_command([run], written)
+    echoed = subprocess.run(["bash", "-c", "echo " + cmd.removeprefix("wandb sync ")], capture_output=True, text=True, check=True)
+    assert echoed.stdout.strip() == str(written[0]), (cmd, echoed.stdout)

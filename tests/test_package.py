@@ -86,7 +86,7 @@ def steps(cmd: str) -> list[list[str]]:
 
 def test_ci_lints_and_type_checks_before_the_tests():
     """What CI runs (not how the README words it): the test extra installed, then ruff's lint and
-    format check over attnbench, kernels, tests and the experiments' scripts, and mypy over attnbench and kernels, all
+    format check over attnbench, kernels, tests and the experiments' scripts, and mypy over attnbench, kernels and the experiments' scripts, all
     before pytest (a lint or type error stops CI before the long tests)."""
     cmd = ci_test_command()
     argvs = steps(cmd)
@@ -101,7 +101,7 @@ def test_ci_lints_and_type_checks_before_the_tests():
     install = first("pip install of the test extra", lambda a: a[:3] == ["pip", "install", "-e"] and a[3:] == [".[test]"])
     lint = first("ruff check", lambda a: a[:2] == ["ruff", "check"] and code <= set(a[2:]))
     fmt = first("ruff format --check", lambda a: a[:3] == ["ruff", "format", "--check"] and code <= set(a[3:]))
-    types = first("mypy", lambda a: a[0] == "mypy" and {"attnbench", "kernels"} <= set(a[1:]))
+    types = first("mypy", lambda a: a[0] == "mypy" and {"attnbench", "kernels", "experiments"} <= set(a[1:]))
     tests = first("pytest", lambda a: a[:3] == ["python", "-m", "pytest"])
     assert install < min(lint, fmt, types) and max(lint, fmt, types) < tests, cmd
     pyproject = (ROOT / "pyproject.toml").read_text()
@@ -109,7 +109,7 @@ def test_ci_lints_and_type_checks_before_the_tests():
     assert '"ruff' in extra and '"mypy' in extra, extra
     hooks = yaml.safe_load((ROOT / ".pre-commit-config.yaml").read_text())
     entries = [shlex.split(h["entry"]) for repo in hooks["repos"] for h in repo["hooks"]]
-    for want in (["ruff", "check"], ["ruff", "format", "--check"], ["mypy", "attnbench", "kernels"]):
+    for want in (["ruff", "check"], ["ruff", "format", "--check"], ["mypy", "attnbench", "kernels", "experiments"]):
         assert want in entries, (want, entries)
 
 

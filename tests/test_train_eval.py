@@ -424,3 +424,16 @@ def test_a_record_names_its_checkpoint_by_a_path_a_reader_can_follow(tmp_path):
     cached = tmp_path / "checkpoints" / "softmax-0123456789abcdef"
     assert source_of(cached) == "cache: softmax-0123456789abcdef/record.json"
     assert str(tmp_path) not in source_of(cached)
+
+
+def test_the_record_names_the_commit_the_training_started_from(cache, monkeypatch):
+    """A training runs for hours while the checkout moves on: its record names the commit its code
+    was loaded from at the (re)start, not the one the tree holds when the record is written."""
+    from attnbench.training import state, trainer
+
+    monkeypatch.setattr(trainer, "git_commit", lambda: {"commit": "start", "dirty": False})
+    monkeypatch.setattr(state, "git_commit", lambda: {"commit": "later", "dirty": True})
+    cfg = compose_cfg(["+exp=train", *TINY, "train.max_steps=4"])
+    r = train(cfg, "softmax", torch.device("cpu")).record
+    assert r["git"] == {"commit": "start", "dirty": False} and r["commits"] == [{"step": 0, "commit": "start", "dirty": False}]
+    assert state.code_of([]) == {"commit": "later", "dirty": True}  # a state saved before commits were kept

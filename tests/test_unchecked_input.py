@@ -1,7 +1,9 @@
 """Every experiment checks its sizes and designs before any work, each refusal one line naming the
 field: lengths and counts against the bounds of docs/long-runs.md, memory against this machine's,
-repeated or no designs; and the experiments that spend exp.budget cell by cell stop at the next
-cell boundary, recording the stop ``skipped`` (note ``budget``)."""
+repeated or no designs; and every experiment stops within one cell of a spent exp.budget: those
+that spend it cell by cell at the next cell boundary, recording the stop ``skipped`` (note
+``budget``), longctx's grids (needle_4m, multihop) at the next haystack and the bench sweep
+(crossover) at the next timing cell, each recording the cells left out ``skipped``."""
 
 from __future__ import annotations
 
@@ -93,3 +95,60 @@ def test_a_spent_budget_stops_at_the_next_cell_and_records_the_stop(exp, tmp_pat
     run_in_process(run, [f"+exp={exp}", *tiny, f"exp.designs={designs}", "exp.budget=1h"])
     lines = [json.loads(l) for l in (run / "results.jsonl").read_text().splitlines()]
     assert lines[-1]["status"] == "completed" and len([l for l in lines if l.get("metric") == "budget/stopped_at"]) == 1
+
+
+@pytest.mark.parametrize("exp", ["needle_4m", "multihop"])
+def test_a_long_context_grid_stops_at_the_next_haystack_once_its_budget_is_spent(exp, tmp_path, monkeypatch, capsys):
+    """longctx plans its grid against exp.budget and checks the budget left before every
+    haystack: spent after the first one, every later haystack is recorded skipped, never run."""
+    from attnbench.experiments.longctx.evaluate import GridRun
+
+    from test_experiments import TINY
+
+    run, real, ran = tmp_path / "run", GridRun.haystack, []
+
+    def haystack(self, coords, i, phase, note):  # the budget is spent once the first haystack has run
+        if ran:
+            self.budget = 0.0
+        ran.append(i)
+        return real(self, coords, i, phase, note)
+
+    monkeypatch.setattr(GridRun, "haystack", haystack)
+    tiny = [o for o in TINY[exp] if not o.startswith(("eval.haystacks=", "eval.haystacks_short="))]
+    run_in_process(run, [f"+exp={exp}", *tiny, "eval.haystacks=3", "eval.haystacks_short=3", "exp.budget=1h"])
+    lines = [json.loads(l) for l in (run / "results.jsonl").read_text().splitlines()]
+    metric = {"needle_4m": "niah/acc", "multihop": "multihop/acc"}[exp]
+    measured = {l["sample"] for l in lines if l.get("status") == "measured" and l.get("sample") is not None}
+    late = [l for l in lines if l.get("metric") == metric and l.get("status") == "skipped"]
+    assert measured == {0} and sorted(l["sample"] for l in late) == [1, 2], (measured, late)
+    assert all(l["note"].startswith("budget ran out") and "exp.budget=1h" in l["note"] for l in late), late
+    assert lines[-1]["type"] == "footer" and lines[-1]["status"] == "completed"
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "cells skipped for the budget" in last and "1 partial" in last, last
+
+
+def test_crossover_skips_every_cell_after_its_budget_is_spent_naming_exp_budget(tmp_path, monkeypatch, capsys):
+    """The sweep checks each cell's predicted time against the budget left: spent after the first
+    timed cell, the others are recorded skipped (reason naming exp.budget) and the run's last line counts them."""
+    from attnbench.bench import sweep
+
+    from test_experiments import TINY
+
+    timed, real = [], sweep.time_fn
+
+    def time_fn(*a, **k):
+        timed.append(1)
+        return real(*a, **k)
+
+    monkeypatch.setattr(sweep, "time_fn", time_fn)
+    monkeypatch.setattr(sweep.Budget, "left", lambda self: -1.0 if timed else 1e9)
+    run = tmp_path / "run"
+    run_in_process(run, ["+exp=crossover", *TINY["crossover"], "exp.budget=1h"])
+    lines = [json.loads(l) for l in (run / "results.jsonl").read_text().splitlines()]
+    cells = [l for l in lines if str(l.get("metric", "")).startswith("latency/")]
+    skipped = [l for l in cells if l["status"] == "skipped"]
+    assert len(timed) == 1 and len(cells) == 4 and len(skipped) == 3, cells
+    assert all(l["reason"].startswith("budget: ") and l["reason"].endswith("left of exp.budget=1h") for l in skipped), skipped
+    assert lines[-1]["type"] == "footer" and lines[-1]["status"] == "completed"
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert last.startswith("attnbench: 3 of 4 timing cells skipped for exp.budget=1h "), last

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from attnbench.config.schema import design_fields
 from attnbench.designs import preset_letters
 from attnbench.model.backbone import layout_for
 
@@ -64,8 +65,10 @@ class Arch:
 
 
 def from_model(model_cfg, design_cfg) -> Arch:
-    """The Arch of an attnbench model (cfg.model + one cfg.attention design)."""
+    """The Arch of an attnbench model (cfg.model + one cfg.attention design): the backbone's
+    shapes, and each design setting that declares the Arch field it sets (attnbench/specs/settings.py)."""
     m, d = model_cfg, design_cfg
+    settings = {f.metadata["arch"]: getattr(d, name) for name, (_, f) in design_fields().items() if f.metadata["arch"]}
     return Arch(
         name=d.name,
         layout=layout_for(m, d),
@@ -73,13 +76,8 @@ def from_model(model_cfg, design_cfg) -> Arch:
         n_heads=m.n_heads,
         n_kv_heads=m.n_kv_heads,
         head_dim=m.head_dim,
-        window=d.window,
-        block_size=d.block_size,
-        top_k=d.top_k,
         index_heads=m.n_kv_heads,  # one index query head per KV group (model/msa.py)
-        index_dim=d.index_dim,
-        lightning_heads=d.lightning_heads,
-        qkv_conv=d.qkv_conv,
+        **settings,
     )
 
 

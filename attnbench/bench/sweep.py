@@ -36,6 +36,9 @@ from .workloads import layer_call, make_block, op_call
 class Budget:
     deadline: float  # time.perf_counter() value after which nothing new starts
     reserve_s: float = 0.0
+    text: str = ""  # exp.budget as configured: what skip reasons and the run's last line quote
+    skipped: int = 0  # cells skipped because the budget left did not cover them
+    cells: int = 0  # cells this run decided (timed, skipped or taken from an earlier run)
 
     def left(self) -> float:
         return self.deadline - time.perf_counter() - self.reserve_s
@@ -148,6 +151,11 @@ def run(
     for key in sorted(groups, key=group_cost):
         for row in groups[key]:
             rows.append(_cell(ctx, row, done, blocks, budget, passed, archs, dtype))
+    if budget.skipped:  # the run's last line says what the budget left out (as longctx's budget_summary)
+        ctx.last_line = (
+            f"attnbench: {budget.skipped} of {budget.cells} timing cells skipped for exp.budget={budget.text} "
+            "(each record says why); a larger exp.budget, in a new run directory, times them"
+        )
     return pd.DataFrame(rows)
 
 
@@ -158,8 +166,10 @@ def _cell(ctx, row: dict, done: dict, blocks: dict, budget: Budget, passed: dict
     predicted = row["predicted_ms"] / 1e3
     metric = f"latency/{phase}_ms"
     cell = ctx.cell(metric=metric, scope=scope, n=n, letter=L, backend=backend, dtype=b.dtype)
+    budget.cells += 1
     if cell.done and cell.key in done:
         prev = done[cell.key]
+        budget.skipped += str(prev.get("reason", "")).startswith("budget:")  # a rerun's last line says it again
         return {
             **row,
             "status": prev["status"],
@@ -175,9 +185,10 @@ def _cell(ctx, row: dict, done: dict, blocks: dict, budget: Budget, passed: dict
     elif predicted > b.max_call_s:
         reason = f"predicted {predicted:.1f} s per call > bench.max_call_s={b.max_call_s}"
     elif predicted * (b.repeats + 1) * b.max_rel_error > budget.left():  # warm-up + repeats, model error allowed
+        budget.skipped += 1
         reason = (
-            f"predicted {predicted * (b.repeats + 1):.0f} s (x{b.max_rel_error} model error) for the cell > "
-            f"{budget.left():.0f} s of budget left"
+            f"budget: predicted {predicted * (b.repeats + 1):.0f} s (x{b.max_rel_error} model error) for the cell > "
+            f"{max(0.0, budget.left()):.0f} s left of exp.budget={budget.text}"
         )
     fields = dict(context_len=n, scope=scope, op=op, backend=backend, dtype=b.dtype, predicted_ms=1e3 * predicted, impl=impl, layout=L)
     if reason:

@@ -9,7 +9,8 @@ differently from the ``str`` fields they replace.
 
 Sets that are written once elsewhere are read from there: backends from attnbench/names.py
 (leaf data, shared with kernels/backend.py), kernel ops from the design registry, task variants
-from the task generator (numpy only). Nothing this package imports loads torch, a model or an
+from the task generator (numpy only); a design's own sets (the softmax layers' Position, msa's
+IndexPool) are declared with its settings in its spec. Nothing this package imports loads torch, a model or an
 experiment (tests/test_layers.py).
 """
 
@@ -29,11 +30,6 @@ def choices(name: str, values) -> type[StrEnum]:
 
 Device = choices("Device", ("auto", "cpu", "cuda"))
 Backend = choices("Backend", BACKENDS)  # kernel backend of every op (attnbench/names.py, kernels/backend.py)
-# Position schemes of the softmax-type layers (S, W, M): RoPE on the whole head, on
-# model.rotary_frac of it (Text-01's half-head RoPE), none, or partial RoPE with a learned
-# s * log(n) logit scale (Scalable-Softmax), n the number of keys a query can see.
-Position = choices("Position", ("rope", "partial", "nope", "logn", "nope_logn"))
-IndexPool = choices("IndexPool", ("max", "mean"))  # msa block score: max over the block, or the mean key's
 Haystack = choices("Haystack", ("noise", "markov"))  # i.i.d. filler, or a fixed random bigram language
 NiahVariant = choices("NiahVariant", NIAH_VARIANTS)
 HopTask = choices("HopTask", HOP_TASKS)

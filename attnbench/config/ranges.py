@@ -1,47 +1,18 @@
 """The range of every numeric field of the config schema (schema.py), by dataclass and field.
 
-Every numeric field (lists of numbers included: each item) has its range here, checked by
-config.validate before anything else (``check_ranges``), so nan, inf, negative sizes and
-weights never reach a run. A numeric field without an entry fails
-tests/test_config_property.py. Tighter rules that depend on other fields (divisibility, the
+Every numeric field (lists of numbers included: each item) has its range here, or, for a
+design's own settings, in the field's metadata (attnbench/specs/settings.py: a design declares
+its settings with their ranges in its spec), checked by config.validate before anything else
+(``check_ranges``), so nan, inf, negative sizes and weights never reach a run. A numeric field
+without a range fails tests/test_config_property.py. Tighter rules that depend on other fields (divisibility, the
 machine's cores and memory, a task's vocabulary) stay in validate.py / validate_tasks.py.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from attnbench.basics import Range
 
 from .choices import MAX_SEED
-
-
-@dataclass(frozen=True)
-class Range:
-    """lo <= x <= hi (either end open with lo_open / hi_open; None: unbounded); always finite."""
-
-    lo: float | None = None
-    hi: float | None = None
-    lo_open: bool = False
-    hi_open: bool = False
-
-    def holds(self, x: float) -> bool:
-        import math
-
-        if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x):
-            return False
-        if self.lo is not None and (x <= self.lo if self.lo_open else x < self.lo):
-            return False
-        return not (self.hi is not None and (x >= self.hi if self.hi_open else x > self.hi))
-
-    def describe(self, integer: bool) -> str:
-        def num(x: float) -> str:
-            return str(int(x)) if float(x).is_integer() else f"{x:g}"
-
-        what = "an integer" if integer else "a finite number"
-        lo = None if self.lo is None else f"{'>' if self.lo_open else '>='} {num(self.lo)}"
-        hi = None if self.hi is None else f"{'<' if self.hi_open else '<='} {num(self.hi)}"
-        if self.lo is not None and self.hi is not None and not (self.lo_open or self.hi_open):
-            return f"{what} in {num(self.lo)} .. {num(self.hi)}"
-        return " ".join([what, *(p for p in (lo, "and" if lo and hi else None, hi) if p)])
 
 
 COUNT, SIZE, NONNEG, POS, FRACTION = Range(1), Range(1), Range(0), Range(0, lo_open=True), Range(0, 1)
@@ -51,16 +22,7 @@ COUNT, SIZE, NONNEG, POS, FRACTION = Range(1), Range(1), Range(0), Range(0, lo_o
 MAX_LEN, MAX_COUNT = 2**30, 10**6
 LENGTH, MANY = Range(1, MAX_LEN), Range(1, MAX_COUNT)
 RANGES: dict[str, dict[str, Range]] = {
-    "DesignConfig": {
-        "window": SIZE,
-        "block_size": SIZE,
-        "top_k": COUNT,
-        "index_dim": SIZE,
-        "index_loss_weight": NONNEG,
-        "n_layers": NONNEG,
-        "lightning_heads": NONNEG,
-        "qkv_conv": NONNEG,
-    },
+    "DesignConfig": {"n_layers": NONNEG},  # the fields every design has; each design's own: their metadata
     "ModelConfig": {
         "d_model": SIZE,
         "n_layers": COUNT,
@@ -174,3 +136,11 @@ RANGES: dict[str, dict[str, Range]] = {
     },
     "RootConfig": {"seed": Range(0, MAX_SEED), "threads": NONNEG},
 }
+
+
+def range_of(schema: type, name: str) -> Range | None:
+    """The range of a field of a schema dataclass: its metadata's (a design's setting), else RANGES'."""
+    import dataclasses
+
+    declared = {f.name: f.metadata.get("range") for f in dataclasses.fields(schema)} if dataclasses.is_dataclass(schema) else {}
+    return declared.get(name) or RANGES.get(schema.__name__, {}).get(name)

@@ -3,17 +3,22 @@
 A mistyped key, a wrong type or a value outside a fixed set (choices.py) fails while Hydra
 composes; attnbench.config.validate checks what types cannot (names, divisibility, ranges:
 each numeric field's in ranges.py).
+A design's own settings are declared in its spec (attnbench/specs/settings.py); DesignConfig
+gathers those of every registered design (design_config).
 What goes into checkpoint keys and run hashes is decided here too (execution_free).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import typing
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional
+from typing import TYPE_CHECKING, Any, Dict, List, Optional
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
 
+from attnbench.designs import settings_classes
 from attnbench.tasks.stage import Stage as StageConfig  # one stage type: the schema is the generator's own
 
 from .choices import (
@@ -23,13 +28,11 @@ from .choices import (
     Dtype,
     Haystack,
     HopTask,
-    IndexPool,
     KernelBaseline,
     KernelOp,
     LockMode,
     NiahVariant,
     Parallel,
-    Position,
     TorchDtype,
     WandbMode,
 )
@@ -44,25 +47,44 @@ STAGE_ADDED_AT_DEFAULT = {"hops": 0}  # stage fields added later: left out of ke
 
 
 @dataclass
-class DesignConfig:
-    """One attention design: a layer layout plus the attention hyperparameters it uses."""
+class DesignBase:
+    """What every attention design has: a layer layout and its depth. The settings of its layers
+    are declared by each design in its spec (attnbench/specs/settings.py) and joined in DesignConfig."""
 
     name: str = MISSING
-    layout: str = MISSING  # one letter a layer (S softmax, L lightning, W sliding window, M msa); a period is tiled
+    layout: str = MISSING  # one letter a layer (attnbench/designs.py: S softmax, L lightning, ...); a period is tiled
     description: str = ""
-    window: int = 64  # W: keys each query sees (itself included)
-    block_size: int = 16  # M: tokens per key block
-    top_k: int = 4  # M: blocks per query (the local block included)
-    index_dim: int = 32  # M: index head dim Di
-    index_pool: IndexPool = IndexPool.max  # M: block score = max over the block, or "mean" (score of the mean key)
-    index_rope: bool = True  # M: RoPE on the index heads (same fraction as the main heads)
-    index_loss_weight: float = 1.0  # M: weight of the index KL loss in training
     n_layers: int = 0  # layers of this design's model (0: model.n_layers), e.g. 16 for LLLLLLLS x 2
-    lightning_heads: int = 0  # L, G: heads of the lightning and gated delta layers (0: model.n_heads), same total width
-    position: Position = Position.partial  # S/W/M: RoPE scheme (choices.Position)
-    qkv_conv: int = (
-        0  # L: kernel of a short causal depthwise conv on q, k, v (0: none, the faithful Text-01 layer); G: its conv kernel (0: 4)
-    )
+
+
+def design_fields() -> dict[str, tuple[Any, dataclasses.Field]]:
+    """Every registered design's settings by name: (type, field). Designs share a setting by sharing
+    the class that declares it (dsa reads msa's); two declarations of one name are refused."""
+    out: dict[str, tuple[Any, dataclasses.Field]] = {}
+    base = {f.name for f in dataclasses.fields(DesignBase)}
+    for cls in settings_classes():
+        hints = typing.get_type_hints(cls)
+        for f in dataclasses.fields(cls):
+            if "help" not in f.metadata:  # its range and key rule would be missing unnoticed
+                raise TypeError(f"{cls.__name__}.{f.name}: declare it with attnbench.specs.settings.setting")
+            if f.name in base or (f.name in out and out[f.name][1] is not f):
+                raise TypeError(f"{cls.__name__}.{f.name}: declared by another design too; share its settings class instead")
+            out[f.name] = (hints[f.name], f)
+    return out
+
+
+def design_config() -> type:
+    """One attention design's config: DesignBase plus the settings of every registered design (a
+    hybrid holds those of each of its letters), each with its default, range and help (metadata)."""
+    fields = [(n, tp, field(default=f.default, metadata=f.metadata)) for n, (tp, f) in design_fields().items()]
+    return dataclasses.make_dataclass("DesignConfig", fields, bases=(DesignBase,), namespace={"__module__": __name__})
+
+
+if TYPE_CHECKING:
+    DesignConfig = Any  # built from the registry at import: its fields are the designs' settings
+else:
+    DesignConfig = design_config()
+_BUILT_FROM = settings_classes()  # the settings DesignConfig holds (register: has the registry changed since?)
 
 
 @dataclass
@@ -344,6 +366,13 @@ class RootConfig:
 
 
 def register() -> None:
+    """Store the root schema in Hydra's ConfigStore. DesignConfig follows the registry: where a
+    design with settings of its own was registered after this module was imported (a test's
+    throwaway design), it is rebuilt first, and RootConfig's attention entries (typed by name:
+    ``Dict[str, DesignConfig]``) compose its settings like the others'."""
+    global DesignConfig, _BUILT_FROM
+    if settings_classes() != _BUILT_FROM:
+        DesignConfig, _BUILT_FROM = design_config(), settings_classes()
     ConfigStore.instance().store(name="attnbench_schema", node=RootConfig)
 
 

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import os
 
-from attnbench.designs import describe_letters, layout_letters
+from attnbench.designs import describe_letters, layout_letters, settings_classes
 from attnbench.names import CACHE_USERS, EXPERIMENTS, PRESETS
 
 from .choices import MAX_SEED, Dtype
 from .errors import ConfigError, duration, positive
-from .ranges import RANGES
+from .ranges import range_of
 from .schema import RootConfig
 from .validate_tasks import validate_tasks
 
@@ -87,7 +87,8 @@ def weight_bytes(cfg) -> int:
 
 def check_ranges(node, where: str = "") -> None:
     """Every numeric field (and each item of a list or dict of numbers) inside its declared range
-    (schema.RANGES): nan, inf and out-of-range values stop here, naming the field."""
+    (ranges.range_of: RANGES, or a design setting's own): nan, inf and out-of-range values stop
+    here, naming the field."""
     import dataclasses
 
     from omegaconf import DictConfig, ListConfig, OmegaConf
@@ -101,7 +102,9 @@ def check_ranges(node, where: str = "") -> None:
     schema = OmegaConf.get_type(node)
     ranges, types = {}, {}
     if isinstance(schema, type) and dataclasses.is_dataclass(schema):
-        ranges, types = RANGES.get(schema.__name__, {}), {f.name: str(f.type) for f in dataclasses.fields(schema)}
+        fields = dataclasses.fields(schema)
+        ranges = {f.name: r for f in fields if (r := range_of(schema, f.name)) is not None}
+        types = {f.name: str(f.type) for f in fields}
     for key in node:
         if key == "hydra" and not where:
             continue
@@ -123,8 +126,10 @@ def check_ranges(node, where: str = "") -> None:
                 raise ConfigError(name, v, ranges[key].describe(integer))
 
 
-def validate_design(name: str, d, n_layers: int, used: bool = True) -> None:
-    """One design's settings; ``used``: the run builds it, so its layout must tile its depth."""
+def validate_design(name: str, d, cfg, used: bool = True) -> None:
+    """One design's config; ``used``: the run builds it, so its layout must tile its depth. The
+    ranges of its settings were checked (check_ranges); each design's settings class checks what
+    ties them to the rest of the config (its ``check``, attnbench/specs/settings.py)."""
     where = f"attention.{name}"
     if d.name != name:
         raise ConfigError(f"{where}.name", d.name, f"must equal its key {name!r}")
@@ -133,15 +138,12 @@ def validate_design(name: str, d, n_layers: int, used: bool = True) -> None:
         raise ConfigError(f"{where}.layout", d.layout, f"one letter a layer from {layout_letters()} ({describe_letters()})")
     if d.n_layers < 0:
         raise ConfigError(f"{where}.n_layers", d.n_layers, "must be >= 0 (0: model.n_layers)")
-    n_layers = d.n_layers or n_layers
+    n_layers = d.n_layers or cfg.model.n_layers
     if used and n_layers % len(d.layout):
         raise ConfigError(f"{where}.layout", d.layout, f"length must divide the design's layer count {n_layers} (it is tiled)")
-    for key in ("window", "block_size", "top_k", "index_dim"):
-        positive(f"{where}.{key}", getattr(d, key))
-    if d.lightning_heads < 0:
-        raise ConfigError(f"{where}.lightning_heads", d.lightning_heads, "must be >= 0 (0: model.n_heads)")
-    if d.qkv_conv < 0:
-        raise ConfigError(f"{where}.qkv_conv", d.qkv_conv, "must be >= 0 (0: no convolution)")
+    for settings in settings_classes():
+        if hasattr(settings, "check"):
+            settings.check(d, where, cfg)
 
 
 def _no_unknown_keys(node, where: str) -> None:
@@ -194,22 +196,11 @@ def validate(cfg) -> None:
         raise ConfigError("model.rotary_frac", m.rotary_frac, "must be in [0, 1]")
     in_use = set(cfg.exp.designs or cfg.attention) | ({cfg.design} if cfg.design else set())
     for name, d in cfg.attention.items():
-        validate_design(name, d, m.n_layers, used=name in in_use)
-        width = m.n_heads * m.head_dim
-        if d.lightning_heads and width % d.lightning_heads:
-            raise ConfigError(
-                f"attention.{name}.lightning_heads",
-                d.lightning_heads,
-                f"must divide the attention width model.n_heads x model.head_dim = {width}",
-            )
+        validate_design(name, d, cfg, used=name in in_use)
     known = sorted(cfg.attention)
     validate_designs(cfg)
     if cfg.design is not None and cfg.design not in cfg.attention:
         raise ConfigError("design", cfg.design, f"one of {', '.join(known)}")
-    if cfg.backend == "triton":  # Triton tiles (tl.arange) need power-of-two block sizes
-        for name, d in cfg.attention.items():
-            if d.block_size & (d.block_size - 1):
-                raise ConfigError(f"attention.{name}.block_size", d.block_size, "a power of two with backend=triton")
     cores = os.cpu_count() or 1
     if not 0 <= cfg.threads <= cores:
         raise ConfigError("threads", cfg.threads, f"0 (torch's default) or 1 .. {cores} (this machine's CPU cores)")

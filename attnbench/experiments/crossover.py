@@ -34,7 +34,7 @@ TEXT01_WINDOW = 1024  # Text-01's shape's window when no configured design reads
 def configured_window(attention) -> int:
     """The window of Text-01's shape: that of the configured design whose layers read a window."""
     for L in layout_letters():
-        if "window" in spec_of(L).settings and of(L).name in attention:
+        if "window" in spec_of(L).shape_settings and of(L).name in attention:
             return attention[of(L).name].window
     return TEXT01_WINDOW
 
@@ -58,7 +58,7 @@ def production_shape(letter: str, window: int):
 def run(ctx) -> None:
     cfg = ctx.cfg
     start = time.perf_counter()
-    budget = sweep.Budget(start + ctx.budget.seconds, reserve_s=ANALYTIC_RESERVE_S)
+    budget = sweep.Budget(start + ctx.budget.seconds, reserve_s=ANALYTIC_RESERVE_S, text=ctx.budget.text)
     hw = hardware_for_run(ctx)
     designs = [d for d in ctx.design_names]
     layouts = {d: resolve_layout(cfg.attention[d].layout, cfg.model.n_layers) for d in designs}
@@ -80,7 +80,7 @@ def check_windows(ctx, designs) -> None:
         for letter in layout_letters():
             single = of(letter).name
             if letter in cfg.attention[d].layout and single in cfg.attention:
-                for key in spec_of(letter).settings:  # the settings its layers read
+                for key in spec_of(letter).shape_settings:  # the settings its op shape reads
                     if cfg.attention[d][key] != cfg.attention[single][key]:
                         ctx.console.print(
                             f"  note: attention.{d}.{key}={cfg.attention[d][key]} differs from "

@@ -40,7 +40,7 @@ PAPER_COMPUTE = 28.4  # arXiv 2606.13392: per-token attention compute at 1M cont
 
 def run(ctx) -> None:
     start = time.perf_counter()
-    budget = sweep.Budget(start + ctx.budget.seconds, reserve_s=30.0)
+    budget = sweep.Budget(start + ctx.budget.seconds, reserve_s=30.0, text=ctx.budget.text)
     predicted = predict(ctx)
     verdicts = judge(ctx, predicted)
     hw = hardware_for_run(ctx)

@@ -71,7 +71,7 @@ class Spec:
     quadratic: bool = False  # a prefill attends every pair of tokens (cost ~ T^2 when it is not the last layer)
     fill_runs_op: bool = False  # as a model's last layer in a prefill it still runs its op (to update its state)
     compiled_prefill: bool = False  # Model.compile_prefill compiles its blocks (model/backbone.py)
-    settings: tuple[str, ...] = ()  # DesignConfig fields its layers read (a hybrid's must match the single design's)
+    shape_settings: tuple[str, ...] = ()  # settings its op shape reads (crossover times a hybrid's with the single design's)
     baselines: tuple[str, ...] = ()  # other libraries' kernels of the same op (bench/ops.baseline)
     cpu_flex: bool = False  # kernels_cpu also times compiled FlexAttention on it
     outputs: tuple[str, ...] = ("o",)  # what call and naive return, in order (kernels_gpu's tensor names)

@@ -5,17 +5,16 @@ built here (attnbench/model/dsa.py: GQA K, V and one indexer key a token, msa's 
 
 from __future__ import annotations
 
-import torch
-
-import attnbench.kernels as K
-from attnbench.kernels import tolerance
-from attnbench.kernels.dsa import naive as dsa_naive
-
 from .softmax import Softmax
 
 
 def selection_ok(idx, index_q, index_w, index_k) -> bool:
     """idx equals dsa's naive selection, but for choices between tokens of tied scores."""
+    import torch  # on use: the config reads the settings of these modules without torch
+
+    from attnbench.kernels import tolerance
+    from attnbench.kernels.dsa import naive as dsa_naive
+
     want = dsa_naive.dsa_select(index_q, index_w, index_k, idx.shape[-1])
     if torch.equal(idx, want):
         return True
@@ -61,7 +60,7 @@ class DSA(Softmax):
     quadratic = True  # the indexer scores every pair of tokens
     baselines = ("reference",)
     selects = True
-    settings = ("block_size", "top_k", "index_dim")  # its budget is msa's: top_k blocks of block_size tokens
+    shape_settings = ("block_size", "top_k", "index_dim")  # its budget is msa's: top_k blocks of block_size tokens
 
     def costs(self):
         return {"dsa": dsa_cost}
@@ -94,6 +93,8 @@ class DSA(Softmax):
         return x
 
     def _select(self, x, sh, backend):
+        import attnbench.kernels as K
+
         return K.dsa_select(x["index_q"], x["index_w"], x["index_k"], tokens(sh), backend=backend)
 
     def prepare(self, x, sh, backend):
@@ -102,10 +103,14 @@ class DSA(Softmax):
         return {**x, "idx": idx} if selection_ok(idx, x["index_q"], x["index_w"], x["index_k"]) else None
 
     def call(self, x, sh, backend, **kw):
+        import attnbench.kernels as K
+
         idx = x.get("idx")
         return (K.dsa_attn(x["q"], x["k"], x["v"], self._select(x, sh, backend) if idx is None else idx, backend=backend),)
 
     def naive(self, x, sh):
+        from attnbench.kernels.dsa import naive as dsa_naive
+
         idx = x.get("idx")
         if idx is None:
             idx = dsa_naive.dsa_select(x["index_q"], x["index_w"], x["index_k"], tokens(sh))

@@ -3,12 +3,6 @@
 
 from __future__ import annotations
 
-import torch
-import torch.nn.functional as F
-
-import attnbench.kernels as K
-from attnbench.kernels.gated_delta import naive as gd_naive
-
 from .lightning import Lightning
 
 F32 = 4
@@ -57,6 +51,9 @@ class GatedDelta(Lightning):
     def inputs(self, sh, rnd):
         """q, k L2-normalised; log-gates from ~0 to ~-3, write strengths in (0, 1); a decode-like
         call (T < S) starts from a random state (fp32)."""
+        import torch  # on use: the config reads the settings of these modules without torch
+        import torch.nn.functional as F
+
         x = dict(
             q=F.normalize(rnd(sh.B, sh.H, sh.T, sh.D), dim=-1),
             k=F.normalize(rnd(sh.B, sh.H, sh.T, sh.D), dim=-1),
@@ -69,9 +66,13 @@ class GatedDelta(Lightning):
         return x
 
     def call(self, x, sh, backend, **kw):
+        import attnbench.kernels as K
+
         return K.gated_delta(x["q"], x["k"], x["v"], x["g"], x["beta"], initial_state=x.get("state"), backend=backend)
 
     def naive(self, x, sh):
+        from attnbench.kernels.gated_delta import naive as gd_naive
+
         return gd_naive.gated_delta(x["q"], x["k"], x["v"], x["g"], x["beta"], initial_state=x.get("state"))
 
 

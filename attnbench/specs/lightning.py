@@ -2,10 +2,34 @@
 
 from __future__ import annotations
 
-import attnbench.kernels as K
-from attnbench.kernels.lightning import naive as lightning_naive
+from dataclasses import dataclass
 
 from . import Spec
+from .settings import setting
+
+
+@dataclass
+class LightningSettings:
+    """What a lightning layer reads (the gated delta layer reads the same: its heads and its conv)."""
+
+    lightning_heads: int = setting(0, min=0, arch="lightning_heads", help="heads of the layer (0: model.n_heads), at the same total width")
+    qkv_conv: int = setting(
+        0,
+        min=0,
+        arch="qkv_conv",
+        help="kernel of a short causal depthwise conv on q, k, v (0: none, the faithful Text-01 layer; gated delta: 0 is its 4)",
+    )
+
+    @staticmethod
+    def check(d, where: str, cfg) -> None:
+        """The heads split the attention width evenly."""
+        from attnbench.config.errors import ConfigError
+
+        width = cfg.model.n_heads * cfg.model.head_dim
+        if d.lightning_heads and width % d.lightning_heads:
+            raise ConfigError(
+                f"{where}.lightning_heads", d.lightning_heads, f"must divide the attention width model.n_heads x model.head_dim = {width}"
+            )
 
 
 class Lightning(Spec):
@@ -54,6 +78,8 @@ class Lightning(Spec):
 
     def call(self, x, sh, backend, **kw):
         """(o, final state); keywords (compute_dtype) go to the plain-torch reference."""
+        import attnbench.kernels as K  # on use: the config reads this module's settings without torch
+
         if backend == "reference" and kw:
             from attnbench.kernels.lightning.reference import lightning_attn
 
@@ -61,6 +87,8 @@ class Lightning(Spec):
         return K.lightning_attn(x["q"], x["k"], x["v"], x["decay"], initial_state=x.get("state"), backend=backend)
 
     def naive(self, x, sh):
+        from attnbench.kernels.lightning import naive as lightning_naive
+
         return lightning_naive.lightning_attn(x["q"], x["k"], x["v"], x["decay"], initial_state=x.get("state"))
 
 

@@ -3,17 +3,49 @@ local block and the top-k earlier blocks by index score."""
 
 from __future__ import annotations
 
-import torch
+from dataclasses import dataclass
+from enum import StrEnum
 
-import attnbench.kernels as K
-from attnbench.kernels import tolerance
-from attnbench.kernels.msa import naive as msa_naive
+from .settings import setting
+from .softmax import Softmax, SoftmaxSettings
 
-from .softmax import Softmax
+
+class IndexPool(StrEnum):
+    """A block's index score: the max over its keys' scores, or the score of its mean key."""
+
+    max = "max"
+    mean = "mean"
+
+
+@dataclass
+class MSASettings(SoftmaxSettings):
+    """What an msa layer reads (a dsa layer too: its token budget is top_k blocks of block_size)."""
+
+    block_size: int = setting(16, keyed_at_default=True, min=1, arch="block_size", help="tokens per key block")
+    top_k: int = setting(4, keyed_at_default=True, min=1, arch="top_k", help="blocks per query (the local block included)")
+    index_dim: int = setting(32, keyed_at_default=True, min=1, arch="index_dim", help="index head dim Di")
+    index_pool: IndexPool = setting(
+        IndexPool.max, keyed_at_default=True, help="block score: max over the block, or mean (the score of the mean key)"
+    )
+    index_rope: bool = setting(True, keyed_at_default=True, help="RoPE on the index heads (the same fraction as the main heads)")
+    index_loss_weight: float = setting(1.0, keyed_at_default=True, min=0, help="weight of the index KL loss in training")
+
+    @staticmethod
+    def check(d, where: str, cfg) -> None:
+        """Triton tiles (tl.arange) need power-of-two block sizes."""
+        from attnbench.config.errors import ConfigError
+
+        if cfg.backend == "triton" and d.block_size & (d.block_size - 1):
+            raise ConfigError(f"{where}.block_size", d.block_size, "a power of two with backend=triton")
 
 
 def selection_ok(block_idx, index_q, index_k, block_size: int) -> bool:
     """block_idx equals msa's naive selection, but for choices between blocks of tied scores."""
+    import torch  # on use: the config reads this module's settings without torch
+
+    from attnbench.kernels import tolerance
+    from attnbench.kernels.msa import naive as msa_naive
+
     want = msa_naive.msa_select(index_q, index_k, block_size, block_idx.shape[-1])
     if torch.equal(block_idx, want):
         return True
@@ -28,7 +60,7 @@ class MSA(Softmax):
     name, op = "msa", "msa"
     baselines = ("reference",)
     selects = True
-    settings = ("block_size", "top_k", "index_dim")
+    shape_settings = ("block_size", "top_k", "index_dim")
     part_names = ("msa_select", "msa_attn")
 
     def costs(self):
@@ -60,23 +92,31 @@ class MSA(Softmax):
 
     def prepare(self, x, sh, backend):
         """x with the op's own selection, or None when it is not the naive one (up to ties)."""
+        import attnbench.kernels as K
+
         idx = K.msa_select(x["index_q"], x["index_k"], sh.block_size, sh.top_k, backend=backend)
         return {**x, "block_idx": idx} if selection_ok(idx, x["index_q"], x["index_k"], sh.block_size) else None
 
     def call(self, x, sh, backend, **kw):
         """Selection (unless x holds a block_idx) then attention."""
+        import attnbench.kernels as K
+
         idx = x.get("block_idx")
         if idx is None:
             idx = K.msa_select(x["index_q"], x["index_k"], sh.block_size, sh.top_k, backend=backend)
         return (K.msa_attn(x["q"], x["k"], x["v"], idx, sh.block_size, backend=backend),)
 
     def naive(self, x, sh):
+        from attnbench.kernels.msa import naive as msa_naive
+
         idx = x.get("block_idx")
         if idx is None:
             idx = msa_naive.msa_select(x["index_q"], x["index_k"], sh.block_size, sh.top_k)
         return (msa_naive.msa_attn(x["q"], x["k"], x["v"], idx, sh.block_size),)
 
     def parts(self, x, sh, backend):
+        import attnbench.kernels as K
+
         idx = K.msa_select(x["index_q"], x["index_k"], sh.block_size, sh.top_k, backend=backend)
         return {
             self.part_names[0]: lambda: K.msa_select(x["index_q"], x["index_k"], sh.block_size, sh.top_k, backend=backend),

@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
-import attnbench.kernels as K
-from attnbench.kernels.sliding_window import naive as sliding_naive
+from dataclasses import dataclass
 
-from .softmax import Softmax
+from .settings import setting
+from .softmax import Softmax, SoftmaxSettings
+
+
+@dataclass
+class SlidingWindowSettings(SoftmaxSettings):
+    window: int = setting(64, keyed_at_default=True, min=1, arch="window", help="keys each query sees (itself included)")
 
 
 class SlidingWindow(Softmax):
     name, op = "sliding_window", "sliding_window"
     grows, ring, quadratic = False, True, False
     cpu_flex = True
-    settings = ("window",)
+    shape_settings = ("window",)
 
     def costs(self):
         from attnbench.bench import op_costs as cm  # the formulas (imported on use: a spec loads no cost model)
@@ -31,9 +36,13 @@ class SlidingWindow(Softmax):
         return sh.window
 
     def call(self, x, sh, backend, **kw):
+        import attnbench.kernels as K  # on use: the config reads this module's settings without torch
+
         return (K.sliding_window_attn(x["q"], x["k"], x["v"], sh.window, backend=backend),)
 
     def naive(self, x, sh):
+        from attnbench.kernels.sliding_window import naive as sliding_naive
+
         return (sliding_naive.sliding_window_attn(x["q"], x["k"], x["v"], sh.window),)
 
 

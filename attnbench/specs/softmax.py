@@ -2,10 +2,30 @@
 
 from __future__ import annotations
 
-import attnbench.kernels as K
-from attnbench.kernels.softmax import naive as softmax_naive
+from dataclasses import dataclass
+from enum import StrEnum
 
 from . import OpShape, Spec
+from .settings import setting
+
+
+class Position(StrEnum):
+    """Position schemes of the softmax-type layers (S, W, M, D): RoPE on the whole head, on
+    model.rotary_frac of it (Text-01's half-head RoPE), none, or partial RoPE with a learned
+    s * log(n) logit scale (Scalable-Softmax), n the number of keys a query can see."""
+
+    rope = "rope"
+    partial = "partial"
+    nope = "nope"
+    logn = "logn"
+    nope_logn = "nope_logn"
+
+
+@dataclass
+class SoftmaxSettings:
+    """What a softmax-type layer reads (sliding window, msa and dsa build on it)."""
+
+    position: Position = setting(Position.partial, help="RoPE scheme of the softmax-type layers (Position)")
 
 
 class Softmax(Spec):
@@ -38,9 +58,13 @@ class Softmax(Spec):
         return dict(q=rnd(sh.B, sh.H, sh.T, sh.D), k=rnd(sh.B, sh.Hkv, S, sh.D), v=rnd(sh.B, sh.Hkv, S, sh.D))
 
     def call(self, x, sh, backend, **kw):
+        import attnbench.kernels as K  # on use: the config reads this module's settings without torch
+
         return (K.softmax_attn(x["q"], x["k"], x["v"], backend=backend),)
 
     def naive(self, x, sh):
+        from attnbench.kernels.softmax import naive as softmax_naive
+
         return (softmax_naive.softmax_attn(x["q"], x["k"], x["v"]),)
 
 

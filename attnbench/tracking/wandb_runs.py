@@ -104,6 +104,25 @@ def last_error(stderr: str) -> str:
     return found[-1][:300] if found else ""
 
 
+def unwritable(ex: BaseException, where: Path) -> str | None:
+    """The one line naming the W&B directory a write failed in (disk full, quota, read-only or no
+    permission), anywhere in ``ex``'s chain (wandb wraps OSErrors); else None. ``where``: the
+    directory to name when the error carries no file name."""
+    import errno
+
+    from attnbench.records.write import DISK_FULL, free_bytes
+
+    seen: BaseException | None = ex
+    while seen is not None:
+        if isinstance(seen, OSError) and seen.errno in (*DISK_FULL, errno.EFBIG, errno.EROFS, errno.EACCES, errno.EPERM):
+            path = Path(seen.filename) if seen.filename else where
+            if seen.errno in DISK_FULL:
+                return f"W&B: disk full writing {path}: {free_bytes(path):,} bytes free"
+            return f"W&B: cannot write {path} ({seen.strerror or errno.errorcode.get(seen.errno or 0, 'error')})"
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
 def start(run_dir: Path, wandb_cfg: dict) -> Logging:
     """Start logging ``run_dir`` to W&B in a child process (its own session, so it can be killed whole)."""
     mode = wandb_cfg.get("mode", "offline")
@@ -207,12 +226,18 @@ def keep_latest(run_dir: str | Path, ids: dict[str, Path]) -> None:
 
 def sync_command(run_dirs: list[Path], written: list[Path]) -> str:
     """``wandb sync`` for exactly the runs ``written``: a glob per run directory where its wandb/
-    holds only them, else their directories one by one."""
+    holds only them, else their directories one by one; paths shell-quoted (Hydra names a
+    directory ``exp.designs=[softmax]``, a shell pattern unquoted), only the glob left bare."""
+    import shlex
+
     parts = []
     for d in run_dirs:
         ours = {p.resolve() for p in written if p.parent.resolve() == (d / "wandb").resolve()}
         present = {p.resolve() for p in (d / "wandb").glob("offline-run-*")}
-        parts += [f"{d / 'wandb'}/offline-run-*"] if present == ours else sorted(str(p) for p in written if p.resolve() in ours)
+        if present == ours:
+            parts.append(f"{shlex.quote(str(d / 'wandb'))}/offline-run-*")
+        else:
+            parts += sorted(shlex.quote(str(p)) for p in written if p.resolve() in ours)
     return "wandb sync " + " ".join(parts)
 
 
@@ -391,7 +416,8 @@ def main(argv: list[str] | None = None) -> int:
         ids = log_runs(args.run_dirs, wcfg)
     except Exception as ex:  # one line for the parent (the traceback's last line is often code)
         first = str(ex).strip().splitlines()[0] if str(ex).strip() else ""
-        print(redact(f"W&B: logging failed ({type(ex).__name__}: {first[:300]})"))
+        where = unwritable(ex, args.run_dirs[0] / "wandb")
+        print(redact(where or f"W&B: logging failed ({type(ex).__name__}: {first[:300]})"))
         return 1
     where = ", ".join(str(d / "wandb") for d in args.run_dirs)
     if wcfg.get("mode", "offline") == "online":

@@ -10,20 +10,26 @@ import torch
 
 from attnbench.training import checkpoints
 from attnbench.config import execution_free
+from attnbench.config.schema import design_fields
 from attnbench.basics import stable_hash
 from attnbench.runner import config_dict
 from attnbench.training.state import TrainState
 
 FORMAT = 2  # bump when the checkpoint contents or training semantics change (2: the fair rule, mixed lengths)
-# Design fields added after FORMAT 1 whose default reproduces the old behaviour: left out of
-# the key while at that default, so checkpoints trained before they existed stay valid.
-ADDED_AT_DEFAULT = {"lightning_heads": 0, "position": "partial", "qkv_conv": 0}
+
+
+def keyed_off_default() -> dict:
+    """Design settings a key reads only off their default, by name: those added after checkpoints
+    were first keyed (their default reproduces the old behaviour), so checkpoints trained before
+    they existed stay valid (attnbench/specs/settings.py). Read from the registry when asked."""
+    return {name: f.default for name, (_, f) in design_fields().items() if not f.metadata["keyed_at_default"]}
 
 
 def checkpoint_key(cfg, design: str) -> str:
     """Hash of everything that determines the trained weights."""
     # How a run is spread over processes is not part of the key (a run resumes on any number).
     train = execution_free(config_dict(cfg.train))
+    later = keyed_off_default()
     # Limits that only decide when to stop (not what a step does) are not part of the key: a
     # run stopped by them resumes from its partial checkpoint when they are raised.
     for k in ("force", "budget", "patience", "token_budget", "chain_token_budget", "checkpoint_every", "log_every"):
@@ -33,9 +39,7 @@ def checkpoint_key(cfg, design: str) -> str:
             "format": FORMAT,
             "model": config_dict(cfg.model),
             "design": {
-                k: v
-                for k, v in config_dict(cfg.attention[design]).items()
-                if k != "description" and not (k in ADDED_AT_DEFAULT and v == ADDED_AT_DEFAULT[k])
+                k: v for k, v in config_dict(cfg.attention[design]).items() if k != "description" and not (k in later and v == later[k])
             },
             "task": config_dict(cfg.task),
             "train": train,

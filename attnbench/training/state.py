@@ -57,6 +57,9 @@ class TrainState:
     peaks: list = field(default_factory=list)
     phase_s: list = field(default_factory=list)
     chain_from_tokens: int | None = None  # tokens when the first chain stage (hops > 0) began (train.chain_token_budget)
+    # the checkout each (re)start loaded its code from, {"step", "commit", "dirty"}: read when the
+    # training starts, not when its record is written, since the tree may change while it runs
+    commits: list = field(default_factory=list)
 
     @property
     def passed(self) -> int:
@@ -86,6 +89,14 @@ def stop_reason(st: TrainState, tc, elapsed: float, budget: float) -> str | None
     if elapsed > budget:
         return "budget"  # the wall-clock safety net (not part of the rule)
     return None
+
+
+def code_of(commits: list) -> dict:
+    """The record's ``git``: the commit of the last (re)start, dirty if any (re)start ran on a dirty
+    tree; the checkout now for a state saved before (re)starts were kept."""
+    if not commits:
+        return git_commit()
+    return {"commit": commits[-1]["commit"], "dirty": any(c["dirty"] for c in commits)}
 
 
 def command_line(cfg, design_name: str) -> str:
@@ -151,6 +162,7 @@ def training_record(
             "train": config_dict(tc),
             "seed": cfg.seed,
         },
-        "git": git_commit(),
+        "git": code_of(st.commits),
+        "commits": st.commits,  # one per (re)start
         "command": command_line(cfg, design_name),
     }

@@ -47,6 +47,7 @@ from attnbench.tasks.batches import IGNORE, chain_batch, mqar_batch
 from attnbench.tasks.stage import Stage
 from attnbench.tasks.stage import rows_of
 from attnbench.tasks.vocab import Vocab
+from attnbench.records.lines import git_commit
 from attnbench.training.rate import calibrate_peak, device_name
 from attnbench.training.state import TrainState, rule_of, stop_reason, training_record
 from attnbench.training.parallel import for_training
@@ -283,6 +284,7 @@ def _train(cfg, design_name: str, device, *, key: str | None, backends: dict[str
     loop.loss_fn = loss_for(cfg, model, design, par, device)
     if st.step < tc.max_steps and st.status == "running":  # the peak this (re)start runs against (CUDA: bf16)
         st.peaks.append({"step": st.step, "flops": calibrate_peak(device), "threads": torch.get_num_threads(), "cpu": device_name(device)})
+        st.commits.append({"step": st.step, **git_commit()})
     loop.start = time.perf_counter() - st.wall_s
     model.train()
     if st.continued_from:

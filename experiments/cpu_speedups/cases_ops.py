@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from harness import BASE, alternate, close, old_module
+from experiments.cpu_speedups.harness import BASE, alternate, close, old_module
 
 
 def softmax_decode(calls: int, H: int = 8, G: int = 2, D: int = 64, S: int = 65536):
@@ -115,7 +115,7 @@ def lightning_scan(calls: int, H: int = 8, D: int = 64, T: int = 65536, layer: i
 
 
 SESSION_10 = "6fbed1e"  # main before msa's remote pass took -m into its score GEMM (2026-12-04)
-MSA_CHANGES = {  # (op, old commit) -> what the old code did, what the new one does
+MSA_CHANGES = {  # (msa's part: select or attn, old commit) -> what the old code did, what the new one does
     ("select", SESSION_4): (
         "token scores as (queries, keys) tiles, max over each row's blocks",
         "(keys, queries) tiles, max across rows (vectorised along the queries)",
@@ -131,7 +131,7 @@ MSA_CHANGES = {  # (op, old commit) -> what the old code did, what the new one d
 }
 
 
-def msa_op(calls: int, op: str = "attn", T: int = 65536, rev: str = SESSION_4):
+def msa_op(calls: int, part: str = "attn", T: int = 65536, rev: str = SESSION_4):
     """msa_select or msa_attn (no grad) against rev's, at kernels_cpu's shape (B 1, H 8,
     Hkv 2, D 64, index dim 64, block 64, top 8)."""
     from attnbench.kernels.msa import reference as new
@@ -143,7 +143,7 @@ def msa_op(calls: int, op: str = "attn", T: int = 65536, rev: str = SESSION_4):
     iq, ik = torch.randn(B, G, T, Di, generator=g), torch.randn(B, T, Di, generator=g)
     with torch.no_grad():
         idx = new.msa_select(iq, ik, bs, k)
-        if op == "select":
+        if part == "select":
             assert torch.equal(idx, old.msa_select(iq, ik, bs, k)), "old and new selections differ"
 
             def run(m):
@@ -154,16 +154,16 @@ def msa_op(calls: int, op: str = "attn", T: int = 65536, rev: str = SESSION_4):
             def run(m):
                 return lambda: m.msa_attn(q, kk, v, idx, bs)
 
-        how = MSA_CHANGES[op, rev]
+        how = MSA_CHANGES[part, rev]
         return [
             dict(
                 design="msa",
-                metric=f"speedup/msa_{op}",
+                metric=f"speedup/msa_{part}",
                 unit="x",
                 context_len=T,
                 heads=H,
                 head_dim=D,
-                what=f"msa_{op} forward (no grad), B 1, H 8, Hkv 2, block 64, top 8",
+                what=f"msa_{part} forward (no grad), B 1, H 8, Hkv 2, block 64, top 8",
                 old=f"{rev}: {how[0]}",
                 new=how[1],
                 **alternate(run(old), run(new), calls),
@@ -177,7 +177,7 @@ def msa_select_tiles(calls: int, rows: int, keys: int, T: int = 32768):
     B, G, Di, bs, k = 1, 2, 64, 64, 8
     old = old_module("kernels/msa/reference.py", "msa_reference_head", {"from ..": "from attnbench.kernels."}, rev="HEAD")
     new = old_module("kernels/msa/reference.py", f"msa_reference_{rows}_{keys}", {"from ..": "from attnbench.kernels."}, rev="HEAD")
-    new.SELECT_ROWS, new.SELECT_KEYS = rows, keys
+    vars(new).update(SELECT_ROWS=rows, SELECT_KEYS=keys)  # the tiles msa_select reads from its module at each call
     g = torch.Generator().manual_seed(0)
     iq, ik = torch.randn(B, G, T, Di, generator=g), torch.randn(B, T, Di, generator=g)
     with torch.no_grad():

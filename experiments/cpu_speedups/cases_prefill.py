@@ -10,7 +10,7 @@ from pathlib import Path
 
 import torch
 
-from harness import BASE, ROOT, alternate, close, load, old_module
+from experiments.cpu_speedups.harness import BASE, ROOT, alternate, close, load, old_module
 
 
 HEAP_CHILD = """

@@ -6,7 +6,7 @@ import math
 
 import torch
 
-from harness import BASE, alternate, close, old_module
+from experiments.cpu_speedups.harness import BASE, alternate, close, old_module
 
 
 def msa_train_layer(calls: int, B: int = 16, T: int = 1024):

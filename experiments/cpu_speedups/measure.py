@@ -13,18 +13,40 @@ core count. Outputs are checked equal (fp32 tolerance) before anything is timed.
 from __future__ import annotations
 
 import argparse
+import functools
+import sys
 import time
 from pathlib import Path
+from typing import Any, Callable
 
 import torch
 
-from cases_ops import SESSION_10, lightning_op, lightning_scan, moe_forward, msa_op, msa_select_tiles, softmax_decode
-from cases_prefill import heap_growth, moe_fixed_buffers, prefill, prefill_chunks, prefill_compiled, prefill_heap, prefill_thp
-from cases_train import lightning_op_16k, msa_train_layer, msa_train_step
-from harness import BASE
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the cases import as experiments.cpu_speedups.*, one name each
+
+from experiments.cpu_speedups.cases_ops import (  # noqa: E402
+    SESSION_10,
+    lightning_op,
+    lightning_scan,
+    moe_forward,
+    msa_op,
+    msa_select_tiles,
+    softmax_decode,
+)
+from experiments.cpu_speedups.cases_prefill import (  # noqa: E402
+    heap_growth,
+    moe_fixed_buffers,
+    prefill,
+    prefill_chunks,
+    prefill_compiled,
+    prefill_heap,
+    prefill_thp,
+)
+from experiments.cpu_speedups.cases_train import lightning_op_16k, msa_train_layer, msa_train_step  # noqa: E402
+from experiments.cpu_speedups.harness import BASE  # noqa: E402
 
 
-CASES = {
+# a case: its timed calls -> its records
+CASES: dict[str, Callable[[int], list[dict[str, Any]]]] = {
     "msa_train_layer": msa_train_layer,
     "msa_train_layer_2048": lambda c: msa_train_layer(c, 16, 2048),
     "msa_train_step": msa_train_step,
@@ -49,7 +71,7 @@ CASES = {
     "msa_select_rows": lambda c: msa_op(c, "select"),
     "prefill_chunks": lambda c: prefill_chunks(1),  # one 4M prefill (~2 min)
     **{
-        f"msa_select_tiles_{r}x{k}": (lambda c, r=r, k=k: msa_select_tiles(c, r, k))
+        f"msa_select_tiles_{r}x{k}": functools.partial(msa_select_tiles, rows=r, keys=k)
         for r, k in ((512, 256), (256, 512), (1024, 256), (256, 1024), (1024, 512))
     },
 }

@@ -22,7 +22,6 @@ generated from these records (python -m attnbench.report.readme.regenerate).
 from __future__ import annotations
 
 import os
-import sys
 import time
 from pathlib import Path
 
@@ -160,4 +159,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

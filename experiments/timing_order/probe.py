@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import functools
 import os
 import resource
 import statistics
@@ -50,6 +51,9 @@ def one(fn) -> tuple[float, int]:
     return t, resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0
 
 
+# the references timed in each phase and their calls a phase (msa's reference takes longer a call)
+TIMED = {"lightning": 5, "msa": 2}
+SDPA_OP = "softmax"  # the op whose inputs the SDPA call reads
 # what every record of this probe shares
 FIXED_FIELDS = dict(layout="-", metric="timing_order/seconds", unit="s", status="measured", threads=1, device="cpu", dtype="float32")
 
@@ -62,7 +66,7 @@ def main() -> None:
     torch.set_num_threads(1)
     heap = keep_freed_memory()
     sh = O.Shape(1, 8, 2, args.T, 64, 1024, 64, 8, 64)
-    xs = {op: O.make_inputs(op, sh, torch.float32, torch.device("cpu")) for op in ("softmax", "lightning", "msa")}
+    xs = {op: O.make_inputs(op, sh, torch.float32, torch.device("cpu")) for op in (SDPA_OP, *TIMED)}
     n = 2048
     a, b, c = torch.randn(n, n), torch.randn(n, n), torch.empty(n, n)
     config = {"T": args.T, "threads": 1, "heap": "kept" if heap else "default"}
@@ -71,7 +75,7 @@ def main() -> None:
     def rec(phase: str, what: str, seconds: float, faults: int, **kw) -> None:
         load = os.getloadavg()[0]
         recorder.record(
-            design={"sdpa": "softmax", "matmul": "-", "matmul_burn": "-"}.get(what, what),
+            design={"sdpa": SDPA_OP, "matmul": "-", "matmul_burn": "-"}.get(what, what),
             value=seconds,
             **FIXED_FIELDS,
             phase=phase,
@@ -95,24 +99,25 @@ def main() -> None:
         t = statistics.median(ts)
         rec(phase, "matmul", t, 0, gflop_per_s=2 * n**3 / t / 1e9, calls=15)
 
-    def ops(phase: str, light: int = 5, msa: int = 2) -> None:
+    def ops(phase: str) -> None:
         peak(phase)
         with torch.no_grad():
-            for _ in range(light):
-                t, f = one(lambda: O.run("lightning", "reference", xs["lightning"], sh))
-                rec(phase, "lightning", t, f)
-            for _ in range(msa):
-                t, f = one(lambda: O.run("msa", "reference", xs["msa"], sh))
-                rec(phase, "msa", t, f)
+            for op, calls in TIMED.items():
+                for _ in range(calls):
+                    t, f = one(functools.partial(O.run, op, "reference", xs[op], sh))
+                    rec(phase, op, t, f)
+
+    def sdpa(phase: str) -> None:
+        with torch.no_grad():
+            t, f = one(functools.partial(O.sdpa_causal, xs[SDPA_OP]))
+        rec(phase, "sdpa", t, f)
 
     start = time.perf_counter()
     with torch.no_grad():  # warm-up
-        O.run("lightning", "reference", xs["lightning"], sh)
-        O.run("msa", "reference", xs["msa"], sh)
+        for op in TIMED:
+            O.run(op, "reference", xs[op], sh)
     ops("before")
-    with torch.no_grad():
-        t, f = one(lambda: O.sdpa_causal(xs["softmax"]))
-    rec("sdpa", "sdpa", t, f)
+    sdpa("sdpa")
     ops("after")
     libc = ctypes.CDLL("libc.so.6")
     libc.malloc_trim(0)
@@ -124,9 +129,7 @@ def main() -> None:
         k += 1
     rec("burn", "matmul_burn", time.perf_counter() - t0, 0, calls=k)
     ops("burn")
-    with torch.no_grad():
-        t, f = one(lambda: O.sdpa_causal(xs["softmax"]))
-    rec("sdpa2", "sdpa", t, f)
+    sdpa("sdpa2")
     ops("after2")
     time.sleep(60)
     ops("idle")

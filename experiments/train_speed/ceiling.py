@@ -29,13 +29,14 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import Callable
 
 import torch
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
-sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(ROOT))  # measure.py imports as experiments.train_speed.measure, one name of its own
 
 PRODUCTS = {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::_grouped_mm"}
 
@@ -64,20 +65,25 @@ def product_flops(name: str, shapes: list) -> float:
     return 0.0
 
 
+# the products standalone_seconds rebuilds alone: the call and how many tensor operands it takes
+STANDALONE: dict[str, tuple[Callable[..., torch.Tensor], int]] = {
+    "aten::mm": (torch.mm, 2),
+    "aten::addmm": (torch.addmm, 3),
+    "aten::bmm": (torch.bmm, 2),
+    "aten::baddbmm": (torch.baddbmm, 3),
+}
+
+
 def standalone_seconds(name: str, shapes: list, reps: int = 20) -> float | None:
     """Median seconds of one call of the product at these shapes, warm (None: not rebuildable)."""
+    if name not in STANDALONE:
+        return None
+    call, arity = STANDALONE[name]
+    if len(shapes) < arity or not all(shapes[:arity]):  # an operand without a shape (a scalar) or missing
+        return None
     try:
-        args = [torch.randn(s) if s else None for s in shapes]
-        if name == "aten::mm":
-            fn = lambda: torch.mm(args[0], args[1])  # noqa: E731
-        elif name == "aten::addmm":
-            fn = lambda: torch.addmm(args[0], args[1], args[2])  # noqa: E731
-        elif name == "aten::bmm":
-            fn = lambda: torch.bmm(args[0], args[1])  # noqa: E731
-        elif name == "aten::baddbmm":
-            fn = lambda: torch.baddbmm(args[0], args[1], args[2])  # noqa: E731
-        else:
-            return None
+        args = [torch.randn(s) for s in shapes[:arity]]
+        fn = lambda: call(*args)  # noqa: E731
         fn()
         times = []
         for _ in range(reps):
@@ -167,7 +173,7 @@ def main() -> None:
     from attnbench.training import trainer as new_train
     from attnbench.records.lines import now
     from helpers import compose_cfg
-    from measure import Stepper
+    from experiments.train_speed.measure import Stepper
 
     heap.keep_freed_memory()
     peak = train_rate.calibrate_peak()

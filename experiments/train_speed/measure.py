@@ -24,6 +24,7 @@ run eagerly, the new side the same step compiled (what train.compile adds, per d
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import re
@@ -60,10 +61,9 @@ def import_old(rev: str):
     tmp = Path(tempfile.mkdtemp(prefix="attnbench_old_"))
     export_old(rev, tmp)
     sys.path.insert(0, str(tmp))
-    import attnbench_old.model  # noqa: F401
-    import attnbench_old.train as old_train
-
-    return old_train
+    # attnbench_old exists only once exported: imported by name, not by an import statement
+    importlib.import_module("attnbench_old.model")
+    return importlib.import_module("attnbench_old.train")
 
 
 def load() -> float:
@@ -146,7 +146,8 @@ def measure_stage(args, cfg, design: str, stage_no: int, old_train, new_train, p
             raise AssertionError(f"{design} stage {stage_no} T {n}: old loss {a} != new loss {b}")
     for n in lengths:  # the new path's first compiled step of each shape
         new.step(n, 0)
-    t_old, t_new = [], []
+    t_old: list[float] = []
+    t_new: list[float] = []
     before = load()
     for c in range(args.calls):
         for who, acc in ((old, t_old), (new, t_new)):

@@ -15,6 +15,7 @@ import argparse
 import json
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -26,7 +27,9 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=str(Path(__file__).with_name("rates") / "results.jsonl"))
     args = ap.parse_args()
-    lines = [{"type": "header", "exp": "train_speed", "started": now(), "command": "python experiments/train_speed/rates.py"}]
+    lines: list[dict[str, Any]] = [
+        {"type": "header", "exp": "train_speed", "started": now(), "command": "python experiments/train_speed/rates.py"}
+    ]
     for path in sorted((ROOT / "attnbench" / "trained").glob("*/record.json")):
         r = json.loads(path.read_text())
         if r.get("status") == "partial":  # a training to be resumed (checkpoints.ship): rates when it is done

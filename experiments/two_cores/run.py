@@ -146,6 +146,7 @@ def main() -> None:
         peaks[n] = train_rate.calibrate_peak()
     cfg = compose_cfg(["+exp=train"])
     stages = OmegaConf.to_container(cfg.train.stages)
+    assert isinstance(stages, list), stages  # train.stages is a list of stages
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     header = {

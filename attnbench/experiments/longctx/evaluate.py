@@ -235,7 +235,7 @@ class GridRun:
             note=(
                 f"budget ran out: ~{est.seconds:.0f} s a haystack needed (re-estimated from this run's prefills)"
                 + (f" after a compile charged {setup:.0f} s" if setup else "")
-                + f", {max(0, left):.0f} s left"
+                + f", {max(0, left):.0f} s left of exp.budget={self.ctx.budget.text}"
                 + (f"; the cell's {to_do} haystacks did not fit, so none ran" if key in self.given_up else "")
             ),
             **est.as_fields(),
