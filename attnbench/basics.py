@@ -1,7 +1,7 @@
 """Leaf helpers every layer may use (they import nothing of attnbench): the hash behind config
-hashes and checkpoint keys, the cache's root folder, an atomic file write, how lengths and
-byte counts are written, and the ``Range`` a config number is checked against (here because the
-config and the designs' settings in attnbench/specs both declare ranges)."""
+hashes and checkpoint keys, the shipped models' and the cache's root folders, an atomic file write,
+how lengths and byte counts are written, and the ``Range`` a config number is checked against (here
+because the config and the designs' settings in attnbench/specs both declare ranges)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,10 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+# The models shipped with attnbench (one folder <design>-<key> each, final.pt + record.json): here, a leaf, so
+# the verdicts can ask what is shipped without loading torch (training/checkpoints.py imports it from here).
+SHIPPED = Path(__file__).resolve().parent / "trained"
 
 
 def stable_hash(obj: Any, n: int = 16) -> str:

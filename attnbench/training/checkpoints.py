@@ -14,9 +14,7 @@ from typing import Any
 
 import torch
 
-from attnbench.basics import atomic_write, cache_root
-
-SHIPPED = Path(__file__).resolve().parents[1] / "trained"
+from attnbench.basics import SHIPPED, atomic_write, cache_root
 
 
 def save_torch(path: Path, obj: Any) -> None:

@@ -40,6 +40,7 @@ from attnbench.verdicts.claims.c1_c2_text01 import HYBRIDS, judge_c1, judge_c2  
 from attnbench.verdicts.readings import LEN_1M
 from attnbench.basics import fmt_len
 from attnbench.verdicts.quality import ACC_METRICS, LEARNED_LOWER_BOUND
+from attnbench.verdicts import shipped
 from attnbench.verdicts.rules import INCONCLUSIVE, NOT_MEASURED_YET, Verdict
 
 SEED_000 = "seed 000, \u201cMiniMax: Lightning Attention, Agents, and What They Tried\u201d"
@@ -330,26 +331,69 @@ def seed_train(train: pd.DataFrame | None, seed: int) -> pd.DataFrame | None:
     return train[train["seed"] == seed]
 
 
+def _judged(claim: Claim, df: pd.DataFrame, train) -> Verdict:
+    """One claim's verdict, with the per-seed rule (SEED_RULE) applied."""
+    verdict = _judge(claim, df, train)
+    if verdict.verdict == NOT_MEASURED_YET:  # nothing rests on any model yet
+        verdict.models, verdict.headline = [], ""
+    verdict.seeds = verdict.seeds or model_seeds(df, verdict.models)  # a judge that compares seeds itself names them
+    if claim.seeded and len(verdict.seeds) > 1 and verdict.verdict != NOT_MEASURED_YET:
+        per_seed = {s: _judge(claim, df[df["seed"] == s], seed_train(train, s)).verdict for s in verdict.seeds}
+        counted = {s: x for s, x in per_seed.items() if x != NOT_MEASURED_YET}
+        listed = "; ".join(f"seed {s}: {x}" for s, x in per_seed.items())
+        if not claim.seeds_within:
+            verdict.seeds = sorted(counted)  # the seeds the verdict rests on
+        if claim.seeds_within:  # the rule already asks every seed: each seed's verdict alone is shown, not a second test
+            verdict.evidence.insert(0, f"each seed alone ({listed}); the rule above compares the seeds itself")
+        elif any(x != verdict.verdict for x in counted.values()):
+            verdict.evidence.insert(0, f"inconclusive: the seeds disagree (pooled: {verdict.verdict}; {listed}); " + SEED_RULE)
+            verdict.change = "seeds that agree: " + (verdict.change or "more seeds")
+            verdict.verdict = INCONCLUSIVE
+        else:
+            verdict.evidence.insert(0, f"every seed agrees with the pooled verdict ({listed})")
+    return verdict
+
+
+def _reading(v: Verdict) -> tuple:
+    return v.verdict, tuple(sorted(v.parts.items()))
+
+
+def _note_aside(claim: Claim, verdict: Verdict, df: pd.DataFrame, train, aside: dict[str, int]) -> None:
+    """Name the unshipped models set aside where judging with them would read otherwise (SHIPPED_RULE): those of
+    each experiment whose records alone change the reading, else all of them."""
+    with_them = _judged(claim, df, train)
+    if _reading(with_them) == _reading(verdict):
+        return
+    groups = shipped.by_exp(df, aside)
+    named = aside
+    if len(groups) > 1:
+        kept = df[~shipped.models(df).isin(list(aside))]
+        moving = {}
+        for exp, group in groups.items():
+            add = df[shipped.models(df).isin(list(group))]
+            if _reading(_judged(claim, pd.concat([kept, add]), train)) != _reading(verdict):
+                moving.update(group)
+        named = moving or aside
+    parts = "; ".join(f"{k}: {x}" for k, x in with_them.parts.items() if verdict.parts.get(k) != x)
+    verdict.evidence.insert(
+        0,
+        f"set aside, not shipped in attnbench/trained/: {shipped.describe(named)}; with them this claim would read "
+        f"{with_them.verdict}" + (f" (parts: {parts})" if parts else "") + ". " + SHIPPED_RULE,
+    )
+
+
+SHIPPED_RULE = (
+    "A verdict reads only models shipped in attnbench/trained/ (their folder with final.pt): records of a model from a "
+    "cache, a partial training or an unshipped key are set aside and named where they would change the verdict."
+)
+
+
 def judge_all(df: pd.DataFrame, train: pd.DataFrame | None = None) -> list[tuple[Claim, Verdict]]:
+    kept, aside = shipped.split(df)  # every verdict rests on models a reader can load again
     out = []
     for claim in CLAIMS:
-        verdict = _judge(claim, df, train)
-        if verdict.verdict == NOT_MEASURED_YET:  # nothing rests on any model yet
-            verdict.models, verdict.headline = [], ""
-        verdict.seeds = verdict.seeds or model_seeds(df, verdict.models)  # a judge that compares seeds itself names them
-        if claim.seeded and len(verdict.seeds) > 1 and verdict.verdict != NOT_MEASURED_YET:
-            per_seed = {s: _judge(claim, df[df["seed"] == s], seed_train(train, s)).verdict for s in verdict.seeds}
-            counted = {s: x for s, x in per_seed.items() if x != NOT_MEASURED_YET}
-            listed = "; ".join(f"seed {s}: {x}" for s, x in per_seed.items())
-            if not claim.seeds_within:
-                verdict.seeds = sorted(counted)  # the seeds the verdict rests on
-            if claim.seeds_within:  # the rule already asks every seed: each seed's verdict alone is shown, not a second test
-                verdict.evidence.insert(0, f"each seed alone ({listed}); the rule above compares the seeds itself")
-            elif any(x != verdict.verdict for x in counted.values()):
-                verdict.evidence.insert(0, f"inconclusive: the seeds disagree (pooled: {verdict.verdict}; {listed}); " + SEED_RULE)
-                verdict.change = "seeds that agree: " + (verdict.change or "more seeds")
-                verdict.verdict = INCONCLUSIVE
-            else:
-                verdict.evidence.insert(0, f"every seed agrees with the pooled verdict ({listed})")
+        verdict = _judged(claim, kept, train)
+        if aside:
+            _note_aside(claim, verdict, df, train, aside)
         out.append((claim, verdict))
     return out
