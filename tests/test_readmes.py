@@ -15,7 +15,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from attnbench.report.readme.regenerate import BLOCK, check, experiment_readmes
+from attnbench.report.readme.regenerate import check, experiment_readmes
+from attnbench.report.readme.registry import BLOCK
 
 ROOT = Path(__file__).resolve().parents[1]
 READMES = experiment_readmes(ROOT)

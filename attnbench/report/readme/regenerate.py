@@ -30,7 +30,6 @@ from __future__ import annotations
 import argparse
 import re
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -38,7 +37,7 @@ import pandas as pd
 from attnbench.report.readme import task_models, costs, cuda_runs, loaded, width_ladder, serving_rows, speed
 from attnbench.report.frame import RunData, load
 from attnbench.basics import fmt_len
-from attnbench.report.readme.registry import Tables
+from attnbench.report.readme.registry import BLOCK, Problem, Tables
 
 
 def merged(*modules) -> Tables:
@@ -51,7 +50,6 @@ def merged(*modules) -> Tables:
 
 
 TABLES = merged(task_models, costs, cuda_runs, loaded, width_ladder, serving_rows, speed)
-BLOCK = re.compile(r"(<!-- table: (?P<name>[\w/.-]+) -->\n)(?P<body>.*?)(<!-- /table -->)", re.S)
 ALLOW = re.compile(r"<!-- not from records:(?P<list>.*?)-->", re.S)
 # a number: digits with thousands commas or decimals, units after it allowed (9.5x, 64K, 38 min);
 # not the tail of an identifier (fp32, H200, C3, v0.1)
@@ -117,15 +115,6 @@ def _header_numbers(data: RunData) -> set[str]:
 def _norm(n: str) -> str:
     """12.50 -> 12.5, 21.0 -> 21: the same number however many trailing zeros it is printed with."""
     return n.rstrip("0").rstrip(".") if "." in n else n
-
-
-@dataclass
-class Problem:
-    readme: Path
-    what: str
-
-    def __str__(self) -> str:
-        return f"{self.readme}: {self.what}"
 
 
 def check(readme: Path, data: RunData | None) -> list[Problem]:

@@ -8,6 +8,9 @@ regenerate.py, and nothing registers itself into another module on import.
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 import pandas as pd
@@ -31,3 +34,16 @@ class Tables(dict[str, TableFn]):
             return fn
 
         return register
+
+
+# a README's generated table block, and what a check finds wrong in one (regenerate, verdict_words)
+BLOCK = re.compile(r"(<!-- table: (?P<name>[\w/.-]+) -->\n)(?P<body>.*?)(<!-- /table -->)", re.S)
+
+
+@dataclass
+class Problem:
+    readme: Path
+    what: str
+
+    def __str__(self) -> str:
+        return f"{self.readme}: {self.what}"

@@ -22,7 +22,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from attnbench.report.readme.regenerate import BLOCK, Problem
+from attnbench.report.readme.registry import BLOCK, Problem
 from attnbench.verdicts.rules import PARTLY, VERDICTS
 
 # longest first, so "not supported" is never read as "supported"; "partly" alone is "partly supported"
