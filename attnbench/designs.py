@@ -58,6 +58,8 @@ class Design:
         return _load(self.spec)
 
 
+# The order is data: the kernel experiments' default ops follow it (config.KernelsConfig.ops), and
+# so does every composed config's hash (tests/test_identity.py).
 DESIGNS: dict[str, Design] = {
     d.letter: d
     for d in (
@@ -74,19 +76,6 @@ DESIGNS: dict[str, Design] = {
             marker="o",
         ),
         Design(
-            letter="L",
-            name="lightning",
-            layer="attnbench.model.lightning:LightningAttention",
-            op="lightning",
-            cost="lightning",
-            glue_ops=70,
-            spec="attnbench.specs.lightning:SPEC",
-            settings="attnbench.specs.lightning:LightningSettings",
-            colour="#E69F00",
-            marker="s",
-            triton_on_auto=True,
-        ),
-        Design(
             letter="W",
             name="sliding_window",
             layer="attnbench.model.sliding_window:SlidingWindowAttention",
@@ -97,6 +86,19 @@ DESIGNS: dict[str, Design] = {
             settings="attnbench.specs.sliding_window:SlidingWindowSettings",
             colour="#CC79A7",
             marker="D",
+            triton_on_auto=True,
+        ),
+        Design(
+            letter="L",
+            name="lightning",
+            layer="attnbench.model.lightning:LightningAttention",
+            op="lightning",
+            cost="lightning",
+            glue_ops=70,
+            spec="attnbench.specs.lightning:SPEC",
+            settings="attnbench.specs.lightning:LightningSettings",
+            colour="#E69F00",
+            marker="s",
             triton_on_auto=True,
         ),
         Design(

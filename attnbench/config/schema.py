@@ -258,11 +258,7 @@ class KernelShapes:
 class KernelsConfig:
     """exp kernels_cpu (references vs SDPA on CPU) and kernels_gpu (Triton kernels on CUDA)."""
 
-    # every registered op (tests/test_designs.py holds it so), in the order the config hashes were
-    # first taken with: deriving the order from the registry would change every run's config hash
-    ops: List[KernelOp] = field(
-        default_factory=lambda: [KernelOp(op) for op in ("softmax", "sliding_window", "lightning", "msa", "gated_delta", "dsa")]
-    )
+    ops: List[KernelOp] = field(default_factory=lambda: list(KernelOp))  # every registered op, in the registry's order
     dtypes: List[TorchDtype] = field(default_factory=lambda: [TorchDtype.float32])  # of the timings and checks
     shapes: KernelShapes = field(default_factory=KernelShapes)
     dry_run: KernelShapes = field(default_factory=KernelShapes)  # kernels_gpu on device=cpu (interpreter)
