@@ -49,7 +49,23 @@ def test_report_has_every_section_in_order(fixture_report):
     res, html = fixture_report
     ids = [m for m in re.findall(r'<section id="([a-z]+)"', html)]
     # the brief, the body, then the appendix (run status only where several runs' budget lines are)
-    assert ids == ["brief", "summary", "claims", "figures", "appendix", "training", "other", "caveats", "config", "environment"]
+    assert ids == [
+        "brief",
+        "summary",
+        "claims",
+        "questions",
+        "figures",
+        "appendix",
+        "training",
+        "other",
+        "caveats",
+        "config",
+        "environment",
+    ]
+    # the questions beside the claims: a line each in the brief, a row each with its rule below the claims
+    assert re.findall(r'<tr id="question-(Q-[a-z]+)">', html) == ["Q-delta", "Q-tokens"]
+    brief_html = html[html.index('<section id="brief">') : html.index('<section id="summary">')]
+    assert "<h3>Questions beside the claims</h3>" in brief_html and "Q-tokens not yet measured" in brief_html
     assert '<table id="decision"' in html and html.index('id="decision"') < html.index('id="claims"')
     # a claim with records has its detail row; the others are named once, under the claims table
     assert re.findall(r'<tr id="claim-(C\d[ab]?)">', html) == ["C1", "C2", "C3", "C5a"]

@@ -131,3 +131,32 @@ def model_cost(
             one = layer_cost(letter, phase, n, arch, batch=batch, dtype=dtype, impl=impl, moe=moe)
         total = total + Cost([replace(t, what=f"{letter}: {t.what}") for t in one.scaled(count).terms])
     return total
+
+
+def op_arch(op: str, H: int, Hkv: int, D: int, window: int = 0, block_size: int = 0, top_k: int = 0, index_dim: int = 0) -> Arch:
+    """The one-layer Arch of a kernel experiment's op shape (one index head a KV group)."""
+    return Arch(
+        name=op,
+        layout="S",
+        d_model=H * D,
+        n_heads=H,
+        n_kv_heads=Hkv,
+        head_dim=D,
+        window=window,
+        block_size=block_size,
+        top_k=top_k,
+        index_heads=Hkv,
+        index_dim=index_dim,
+    )
+
+
+def selection_cost(op: str, n: int) -> tuple[float, float]:
+    """(FLOPs, bytes) of one decode query's selection at context n, at the kernel experiments' op
+    shape (config.KernelShapes): the terms of op's cost that are not the sparse attention itself
+    (dsa: its indexer's scores, ReLU and top-k; msa: its block scores)."""
+    from attnbench.config.schema import KernelShapes
+
+    s = KernelShapes()
+    arch = op_arch(op, s.heads, s.kv_heads, s.head_dim, block_size=s.block_size, top_k=s.top_k, index_dim=s.index_dim)
+    terms = [x for x in op_cost(op, "decode", n, arch).terms if not x.what.startswith("sparse attention")]
+    return sum(x.flops for x in terms), sum(x.bytes for x in terms)

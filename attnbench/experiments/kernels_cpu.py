@@ -26,7 +26,6 @@ import torch
 
 from attnbench.bench import costmodel
 from attnbench.bench import ops as O
-from attnbench.bench.presets import Arch
 from attnbench.bench.timing import Timing, efficiency, round_ratios, time_alternating, time_fn
 from attnbench.designs import BASELINE_OP, kernel_ops, spec_of_op
 from attnbench.kernels import tolerance
@@ -41,19 +40,7 @@ def shape(cfg, T: int) -> O.Shape:
 
 def op_flops(op: str, sh: O.Shape) -> float:
     """The cost model's FLOPs of one forward of op at shape sh (reference implementation)."""
-    arch = Arch(
-        name=op,
-        layout="S",
-        d_model=sh.H * sh.D,
-        n_heads=sh.H,
-        n_kv_heads=sh.Hkv,
-        head_dim=sh.D,
-        window=sh.window,
-        block_size=sh.block_size,
-        top_k=sh.top_k,
-        index_heads=sh.Hkv,
-        index_dim=sh.index_dim,
-    )
+    arch = costmodel.op_arch(op, sh.H, sh.Hkv, sh.D, sh.window, sh.block_size, sh.top_k, sh.index_dim)
     return costmodel.op_cost(op, "prefill", sh.T, arch, batch=sh.B, impl="reference").flops
 
 

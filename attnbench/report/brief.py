@@ -44,6 +44,7 @@ class Brief:
     table: Table | None = None  # a small table under the lines (optional)
     note: str = ""  # how the brief was made, in small print
     claims: list[str] = field(default_factory=list)  # one line a claim: verdict, number, seeds, what would change it
+    questions: list[str] = field(default_factory=list)  # one line a question beside the claims (Q-delta, Q-tokens), the same way
 
 
 def _bytes_per_token(df: pd.DataFrame, name: str) -> float:
@@ -180,9 +181,12 @@ def _claim_line(claim, v) -> str:
     return f"{claim.id} {v.verdict}{note}: {v.headline or '—'} ({seeds}); would change with: {v.change or '—'}"
 
 
-def brief(df: pd.DataFrame, train: pd.DataFrame, claims: list[tuple[Any, Any]]) -> Brief | None:
+def brief(
+    df: pd.DataFrame, train: pd.DataFrame, claims: list[tuple[Any, Any]], questions: list[tuple[Any, Any]] | None = None
+) -> Brief | None:
     """The brief of these records: ``df`` the records, ``train`` the checkpoints' training facts,
-    ``claims`` the judged claims ((claim, verdict) pairs of verdicts.claims.judge_all)."""
+    ``claims`` the judged claims ((claim, verdict) pairs of verdicts.claims.judge_all), ``questions``
+    the answered questions beside them (verdicts.claims.questions.judge_questions)."""
     measured = [(c, v) for c, v in claims if v.verdict != "not yet measured"]
     table, picks = brief_table(df, train) if "exp" in df.columns else (None, {})
     if not measured and table is None:
@@ -193,6 +197,7 @@ def brief(df: pd.DataFrame, train: pd.DataFrame, claims: list[tuple[Any, Any]]) 
         lines,
         table=table,
         claims=[_claim_line(c, v) for c, v in measured],
+        questions=[_claim_line(q, v) for q, v in questions or []],
         note=f"Rows: the needle task models ({needle_exp(df)}) that learned their task; ★ the band's pick. " + CHEAPEST_RULE,
     )
 

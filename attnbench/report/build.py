@@ -30,6 +30,7 @@ from attnbench import __version__
 from attnbench.records.redact import redact
 
 from attnbench.verdicts.claims.judge import SEED_RULE, judge_all
+from attnbench.verdicts.claims.questions import judge_questions
 from attnbench.verdicts.claims.c7_serving import SERVING_METRICS
 
 from .brief import brief
@@ -289,10 +290,15 @@ def build_report(
     exps = sorted({str(e) for e in df["exp"].dropna()} | {str(h.get("exp")) for h in data.headers if h.get("exp")})
     times = [str(x) for x in df["time"].dropna()] + [str(f.get("ended")) for f in data.footers]
     claims = judge_all(df, data.train)
+    from attnbench.bench import (
+        costmodel,
+    )  # Q-tokens' projected half: the verdicts read records only (on use: loading a report loads no cost model)
+
+    questions = judge_questions(df, data.train, selection_cost=costmodel.selection_cost)
     budget = budget_lines(data)
     context = {
         "title": title or f"attnbench report: {', '.join(exps) or 'no records'}",
-        "brief": (summary := brief(df, data.train, claims)),
+        "brief": (summary := brief(df, data.train, claims, questions)),
         "budget_status": budget_status(budget),
         "intro": intro,
         "version": __version__,
@@ -306,6 +312,7 @@ def build_report(
         "serving_chains": serving_chain_table(df),
         "claims": claims,
         "claims_measured": [(c, v) for c, v in claims if v.verdict != "not yet measured"],  # the detail rows
+        "questions": questions,
         "seed_rule": SEED_RULE,
         "figures": figures,
         "command": command or "python -m attnbench report " + " ".join(str(p) for p in paths),

@@ -13,9 +13,11 @@ import sys
 from pathlib import Path
 
 from attnbench.verdicts.claims.judge import CLAIMS, SEED_RULE, SHIPPED_RULE
+from attnbench.verdicts.claims.questions import QUESTIONS
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "DESIGN.md"
 BLOCK = re.compile(r"(<!-- rules: generated -->\n)(.*?)(<!-- /rules -->)", re.S)
+QUESTIONS_BLOCK = re.compile(r"(<!-- questions: generated -->\n)(.*?)(<!-- /questions -->)", re.S)
 
 
 def rules_markdown() -> str:
@@ -28,10 +30,17 @@ def rules_markdown() -> str:
     return "\n".join(out)
 
 
+def questions_markdown() -> str:
+    """One paragraph a question beside the claims: its id, its words, the rule with its thresholds."""
+    return "\n".join(f"- **{q.id}.** {q.text} {q.rule}\n" for q in QUESTIONS)
+
+
 def rewrite(text: str) -> str:
-    if not BLOCK.search(text):
-        raise ValueError(f"{DOC}: no '<!-- rules: generated -->' block")
-    return BLOCK.sub(lambda m: m.group(1) + "\n" + rules_markdown() + "\n" + m.group(3), text)
+    for block, marker in ((BLOCK, "rules"), (QUESTIONS_BLOCK, "questions")):
+        if not block.search(text):
+            raise ValueError(f"{DOC}: no '<!-- {marker}: generated -->' block")
+    text = BLOCK.sub(lambda m: m.group(1) + "\n" + rules_markdown() + "\n" + m.group(3), text)
+    return QUESTIONS_BLOCK.sub(lambda m: m.group(1) + "\n" + questions_markdown() + "\n" + m.group(3), text)
 
 
 def main(argv: list[str] | None = None) -> int:
