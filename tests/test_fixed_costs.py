@@ -10,6 +10,7 @@ import json
 import re
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -235,3 +236,28 @@ def test_a_cell_whose_compile_is_still_to_come_is_charged_the_longest_compile_me
     assert "after a compile charged 96 s" in recorded[0]["note"], recorded
     run, _, line = first_haystack([])
     assert line.endswith("measured") and run.compiled == {"h31"} and run.compile_s == [124.5]
+
+
+def test_a_planned_and_a_late_skip_record_carry_their_reason_as_a_field(monkeypatch):
+    """GridRun.record_skips records each plan skip's SkipReason value as ``skip_reason`` (memory,
+    budget, unlearned), and GridRun.skip_late its haystack's as "late": the report reads the
+    field, not the note."""
+    from attnbench.evaluation.fit import Estimate
+    from attnbench.experiments.longctx.evaluate import GridRun
+
+    monkeypatch.setattr(GridRun, "compiles_at", lambda self, name, L: False)
+    run, _, recorded = grid_run("1m", {"a": lambda L: L / 4096, "c": lambda L: L / 4096}, {"a": 1024, "c": 0})
+    run.cal = {name: SimpleNamespace(estimate=lambda L, passes: Estimate(L / 4096, L * 1000.0, "stub")) for name in ("a", "c")}
+    run.mem_cap = 1e9  # the 4M cells' 4.2e9 bytes do not fit
+    planned, skipped = run.plan()
+    run.record_skips(skipped)
+    assert [r["skip_reason"] for r in recorded] == [s.reason.value for s in skipped]
+    assert {r["skip_reason"] for r in recorded} == {"memory", "budget", "unlearned"}, recorded
+    assert all(r["skip_reason"] == "memory" for r in recorded if r["context_len"] == 4194304)
+
+    recorded.clear()
+    run.start = time.perf_counter() - run.budget  # the budget is spent before the first planned haystack
+    h = planned[0]
+    assert run.haystack(h.coords, h.index, h.phase, lambda text: None).endswith("skipped, budget")
+    (late,) = recorded
+    assert late["sample"] == h.index and late["skip_reason"] == "late", late

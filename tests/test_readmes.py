@@ -128,3 +128,36 @@ def test_a_readme_with_another_verdict_word_fails(verdicts, tmp_path):
     got = statements("C7: not supported. C3 partly holds. C2 and C4 are inconclusive.", {"C2", "C3", "C4", "C7"})
     assert [(s.claim, s.word) for s in got] == [("C7", NOT_SUPPORTED), ("C3", PARTLY), ("C4", INCONCLUSIVE)]
     assert not statements("C2's rule: supported if the lower bound is high. C4 reads supported when both hold.", {"C2", "C4"})
+
+
+def test_the_accuracy_table_reads_a_skip_from_its_reason_field_not_its_note():
+    """task_models._skip: a skip record's ``skip_reason`` says what its cell shows, whatever its
+    note says (each note here names another reason)."""
+    from attnbench.report.readme.task_models import _skip
+
+    def shown(**fields):
+        return _skip(pd.DataFrame([{"status": "skipped", "estimated_s": 600.0, "estimated_bytes": 12 * 2**30, **fields}]), [])
+
+    assert shown(skip_reason="memory", note="budget ran out") == "skipped: needs ~12 GiB"
+    assert shown(skip_reason="late", note="needs ~12.0 GiB, more than the 11.1 GiB allowed") == "skipped: budget ran out"
+    assert shown(skip_reason="budget", note="needs ~12.0 GiB; budget ran out") == "skipped: ~10 min a haystack"
+    assert shown(skip_reason="unlearned", estimated_s=7200.0, note="budget ran out") == "skipped: ~2 h a haystack"
+
+
+def test_a_skip_recorded_before_its_reason_field_is_read_from_its_sample_and_its_runs_memory():
+    """Records written before ``skip_reason`` (the committed ones are not rewritten): a skip with a
+    haystack's ``sample`` is one the budget ran out for; one whose estimate is over
+    eval.memory_fraction of its run's total memory (the run's header) did not fit in memory; the
+    others show their estimate. None of these notes is read."""
+    from attnbench.report.readme.task_models import _skip
+
+    header = {"run_dir": "r", "started": "t0", "hardware": {"memory_bytes": 20 * 2**30}, "config": {"eval": {"memory_fraction": 0.5}}}
+
+    def shown(**fields):
+        rec = {"status": "skipped", "run_dir": "r", "run_start": "t0", "estimated_s": 600.0, "note": "", **fields}
+        return _skip(pd.DataFrame([rec]), [header])
+
+    assert shown(sample=1, estimated_bytes=2**30) == "skipped: budget ran out"
+    assert shown(estimated_bytes=12 * 2**30) == "skipped: needs ~12 GiB"
+    assert shown(estimated_bytes=8 * 2**30) == "skipped: ~10 min a haystack"
+    assert shown(estimated_bytes=12 * 2**30, run_start="another start") == "skipped: ~10 min a haystack"  # no header: no limit known

@@ -122,6 +122,7 @@ def test_a_long_context_grid_stops_at_the_next_haystack_once_its_budget_is_spent
     late = [l for l in lines if l.get("metric") == metric and l.get("status") == "skipped"]
     assert measured == {0} and sorted(l["sample"] for l in late) == [1, 2], (measured, late)
     assert all(l["note"].startswith("budget ran out") and "exp.budget=1h" in l["note"] for l in late), late
+    assert all(l["skip_reason"] == "late" for l in late), late
     assert lines[-1]["type"] == "footer" and lines[-1]["status"] == "completed"
     last = capsys.readouterr().err.strip().splitlines()[-1]
     assert "cells skipped for the budget" in last and "1 partial" in last, last

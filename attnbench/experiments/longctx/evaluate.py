@@ -156,6 +156,7 @@ class GridRun:
                     **grid.fields,
                     context_len=coords["context_len"],
                     note=reason,
+                    skip_reason=skip.reason.value,
                     **{k: v for k, v in coords.items() if k not in ("design", "context_len")},
                     **est.as_fields(),
                 )
@@ -238,6 +239,7 @@ class GridRun:
                 + f", {max(0, left):.0f} s left of exp.budget={self.ctx.budget.text}"
                 + (f"; the cell's {to_do} haystacks did not fit, so none ran" if key in self.given_up else "")
             ),
+            skip_reason=SkipReason.LATE.value,
             **est.as_fields(),
         )
         cell.commit()

@@ -45,11 +45,13 @@ def haystack_rng(seed: int, *parts: int) -> np.random.Generator:
 
 
 class SkipReason(enum.Enum):
-    """Why the plan left a cell out."""
+    """Why a cell, or a haystack of it, was skipped: the plan's three reasons, and LATE. Its value
+    is recorded as the skip record's ``skip_reason`` (the report reads it, not the note)."""
 
     MEMORY = "memory"  # a haystack needs more memory than allowed
     BUDGET = "budget"  # the budget left, or its design's share of it, does not cover the cell
     UNLEARNED = "unlearned"  # its design passed no curriculum stage: its long cells got only the leftovers
+    LATE = "late"  # a planned haystack the budget left no longer covered when its turn came (GridRun.skip_late)
 
 
 @dataclass
