@@ -9,6 +9,8 @@ model/engine.py), and a test holds the preset names equal to bench/presets.py's 
 
 from __future__ import annotations
 
+import enum
+
 # exp.name -> the module of attnbench.experiments that runs it (attnbench.experiments.runner
 # imports it on demand). Names map only to modules of that package: a config can never make
 # attnbench import or call anything else.
@@ -59,3 +61,13 @@ SERVING_FORMATS = ("float32", "bfloat16", "float8_e4m3fn", "float8_e5m2", "int8"
 # the task generators (tasks/generate.py): needle variants and multi-hop tasks
 NIAH_VARIANTS = ("single", "multikey", "multivalue", "multiquery")
 HOP_TASKS = ("chain", "vartrack")
+
+
+class SkipReason(enum.Enum):
+    """Why a cell, or a haystack of it, was skipped: the plan's three reasons, and LATE. Its value
+    is recorded as the skip record's ``skip_reason`` (the report reads it, not the note)."""
+
+    MEMORY = "memory"  # a haystack needs more memory than allowed
+    BUDGET = "budget"  # the budget left, or its design's share of it, does not cover the cell
+    UNLEARNED = "unlearned"  # its design passed no curriculum stage: its long cells got only the leftovers
+    LATE = "late"  # a planned haystack the budget left no longer covered when its turn came (GridRun.skip_late)

@@ -59,11 +59,13 @@ def test_training_checks_are_stored_with_the_checkpoint_and_reused(tmp_path, mon
 @pytest.mark.slow
 def test_the_run_ends_with_what_the_budget_left_out_at_the_load_seen(tmp_path, monkeypatch):
     monkeypatch.setenv("ATTNBENCH_CACHE", str(tmp_path / "cache"))
-    records = run(tmp_path, "a", "eval.context_lens=[1024,4194304]")  # 4M does not fit a tiny budget or memory: skipped
+    # 1M of softmax takes hours on a CPU: skipped for the budget. Its cache (~2 GiB) fits half the memory a busy
+    # machine has free; 4M's (~8 GiB) did not always, and a memory skip names no budget to rerun with.
+    records = run(tmp_path, "a", "eval.context_lens=[1024,1048576]")
     summary = [r for r in records if r["metric"] == "eval/budget_summary"]
     assert len(summary) == 1
     s = summary[0]
-    assert s["cells"] == 2 and s["value"] + s["memory"] == 1 and s["cores"] >= 1 and s["load"] >= 0
+    assert s["cells"] == 2 and s["value"] == 1 and s["memory"] == 0 and s["cores"] >= 1 and s["load"] >= 0, s["note"]
     assert f"of 2 cells skipped for the budget at load {s['load']:.1f} on {s['cores']} cores" in s["note"]
     minutes = re.search(r"; rerun with exp.budget=(\d+)m, or on a quiet machine$", s["note"])
     assert minutes and int(minutes.group(1)) >= 1, s["note"]
@@ -140,7 +142,8 @@ def test_a_cell_given_up_after_some_haystacks_ran_is_partial_not_skipped():
     from types import SimpleNamespace
 
     from attnbench.evaluation.fit import Estimate
-    from attnbench.experiments.longctx.plan import Haystack, Skip, SkipReason, budget_summary
+    from attnbench.experiments.longctx.plan import Haystack, Skip, budget_summary
+    from attnbench.names import SkipReason
 
     cfg = compose_cfg(["+exp=needle_4m"])
     done = {("msa", 16384, 0), ("msa", 16384, 1)}  # the haystacks that ran

@@ -3,7 +3,8 @@ estimates: no timing)."""
 
 from __future__ import annotations
 
-from attnbench.experiments.longctx.plan import SkipReason, plan_grid
+from attnbench.experiments.longctx.plan import plan_grid
+from attnbench.names import SkipReason
 from attnbench.evaluation.fit import Estimate
 
 K = 1024

@@ -131,9 +131,9 @@ def test_a_readme_with_another_verdict_word_fails(verdicts, tmp_path):
 
 
 def test_the_accuracy_table_reads_a_skip_from_its_reason_field_not_its_note():
-    """task_models._skip: a skip record's ``skip_reason`` says what its cell shows, whatever its
+    """skips.skip_text: a skip record's ``skip_reason`` says what its cell shows, whatever its
     note says (each note here names another reason)."""
-    from attnbench.report.readme.task_models import _skip
+    from attnbench.report.readme.skips import skip_text as _skip
 
     def shown(**fields):
         return _skip(pd.DataFrame([{"status": "skipped", "estimated_s": 600.0, "estimated_bytes": 12 * 2**30, **fields}]), [])
@@ -149,7 +149,7 @@ def test_a_skip_recorded_before_its_reason_field_is_read_from_its_sample_and_its
     haystack's ``sample`` is one the budget ran out for; one whose estimate is over
     eval.memory_fraction of its run's total memory (the run's header) did not fit in memory; the
     others show their estimate. None of these notes is read."""
-    from attnbench.report.readme.task_models import _skip
+    from attnbench.report.readme.skips import skip_text as _skip
 
     header = {"run_dir": "r", "started": "t0", "hardware": {"memory_bytes": 20 * 2**30}, "config": {"eval": {"memory_fraction": 0.5}}}
 

@@ -24,7 +24,8 @@ from attnbench.config import HardwareConfig
 from attnbench.designs import spec_of
 from attnbench.evaluation.streaming import PeakRSS, ProbeResult, run_sample
 from attnbench.records.stats import wilson
-from attnbench.experiments.longctx.plan import Grid, SkipReason, haystack_rng, cell_name, compile_charge, plan_grid, runs_now, short_cut_len
+from attnbench.names import SkipReason
+from attnbench.experiments.longctx.plan import Grid, haystack_rng, cell_name, compile_charge, plan_grid, runs_now, short_cut_len
 from attnbench.experiments.train import training_facts
 from attnbench.kernels import for_layout
 from attnbench.kernels import label as backend_label
@@ -146,11 +147,7 @@ class GridRun:
             measured = any(ctx.cell(**coords, sample=i, part="eval").done for i in range(self.haystacks(coords["context_len"])))
             if not cell.done and not measured:
                 cell.record(
-                    coords["design"],
-                    grid.metric,
-                    None,
-                    "fraction",
-                    "skipped",
+                    coords["design"], grid.metric, None, "fraction", "skipped",
                     task=grid.task,
                     train_len=self.train_lens[coords["design"]],
                     **grid.fields,
@@ -159,7 +156,7 @@ class GridRun:
                     skip_reason=skip.reason.value,
                     **{k: v for k, v in coords.items() if k not in ("design", "context_len")},
                     **est.as_fields(),
-                )
+                )  # fmt: skip
                 cell.commit()
             ctx.console.print(f"  skip {coords}: {reason}")
 

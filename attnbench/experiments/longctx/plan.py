@@ -8,13 +8,13 @@ experiments/longctx/evaluate.py (evaluating and recording each planned cell, the
 
 from __future__ import annotations
 
-import enum
 import math
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import numpy as np
 
+from attnbench.names import SkipReason
 from attnbench.tasks.generate import Sample
 
 COMPILE_ESTIMATE_S = 60.0  # a compile's charge before this run has measured one (recorded compiles: 24-129 s on 2 cores)
@@ -42,16 +42,6 @@ class Grid:
 def haystack_rng(seed: int, *parts: int) -> np.random.Generator:
     """The generator of one haystack: the run's seed and the cell's coordinates (length, group, haystack)."""
     return np.random.default_rng([seed, *parts])
-
-
-class SkipReason(enum.Enum):
-    """Why a cell, or a haystack of it, was skipped: the plan's three reasons, and LATE. Its value
-    is recorded as the skip record's ``skip_reason`` (the report reads it, not the note)."""
-
-    MEMORY = "memory"  # a haystack needs more memory than allowed
-    BUDGET = "budget"  # the budget left, or its design's share of it, does not cover the cell
-    UNLEARNED = "unlearned"  # its design passed no curriculum stage: its long cells got only the leftovers
-    LATE = "late"  # a planned haystack the budget left no longer covered when its turn came (GridRun.skip_late)
 
 
 @dataclass
@@ -262,7 +252,7 @@ def budget_summary(ctx, grid: Grid, planned, skipped, late: set, given_up: set, 
     }  # fmt: skip
     budget_cut = ({tuple(s.coords.items()) for s in skipped} - memory) | (given_up - ran_some)
     partial = (late - given_up) | ran_some
-    load = sum(loads) / len(loads)
+    load = round(sum(loads) / len(loads), 2)  # the figure recorded: the line says it, not a value it rounds apart from
     limit = ctx.budget.seconds
     more = sum(
         s.est.seconds
@@ -279,7 +269,7 @@ def budget_summary(ctx, grid: Grid, planned, skipped, late: set, given_up: set, 
         first = ctx.design_names[0]
         cell.record(
             first, "eval/budget_summary", len(budget_cut), "cells", "measured", layout="", cells=len(cells), partial=len(partial),
-            memory=len(memory), load=round(load, 2), cores=cores, budget=ctx.budget.text, elapsed_s=round(elapsed, 1), note=line,
+            memory=len(memory), load=load, cores=cores, budget=ctx.budget.text, elapsed_s=round(elapsed, 1), note=line,
         )  # fmt: skip
         cell.commit()
     ctx.last_line = line  # printed after the report's and W&B's lines (cli_run.finish)
