@@ -62,7 +62,7 @@ def test_bad_config_stops_with_one_line(tmp_path, override, field):
     [
         ("device=gpu", "device='gpu': one of auto, cpu, cuda; did you mean cpu?"),
         ("train.parallel=mpi", "train.parallel='mpi': one of none, ddp, fsdp"),
-        ("kernels.ops=[softmax,flash]", "kernels.ops[1]='flash': one of softmax, lightning, sliding_window, msa, gated_delta, dsa"),
+        ("kernels.ops=[softmax,flash]", "kernels.ops[1]='flash': one of softmax, sliding_window, lightning, msa, gated_delta, dsa"),
     ],
 )
 def test_a_value_outside_a_fixed_set_fails_at_compose_in_the_one_line_form(override, line):
