@@ -556,3 +556,24 @@ def test_the_brief_says_which_seeds_a_pick_rests_on():
     df = pd.DataFrame(rows)
     assert _seeds(df, "gdn", 1024.0) == "seed 0" and _seeds(df, "softmax", 1024.0) == "seeds 0, 1, 2"
     assert _seeds(df, "msa", 1024.0) == "seeds —"
+
+
+def test_a_band_compares_its_designs_at_one_length(tmp_path):
+    """The brief's band 4K-16K: gdn and softmax were measured at 4K and 16K, a third design at 4K only.
+    Compared each at its own longest length, the third (at 4K) would beat the others (at 16K) by the
+    length alone; compared at the length the most designs share (4K), the cheapest that holds wins."""
+    from test_claims import acc, frame, rec, trained
+
+    from attnbench.report.brief import brief_table
+
+    records = trained("softmax") + trained("gdn") + trained("nope")
+    records += [acc("softmax", 190, 200, 4096), acc("softmax", 60, 200, 16384), acc("gdn", 188, 200, 4096), acc("gdn", 50, 200, 16384)]
+    records += [acc("nope", 192, 200, 4096)]
+    records += [rec(n, "memory/cache_bytes_per_token", b, "bytes") for n, b in (("softmax", 2048.0), ("gdn", 0.0), ("nope", 256.0))]
+    data = frame(tmp_path, records)
+    table, picks = brief_table(data.records, data.train)
+    name, length, a = picks["4K-16K"]
+    assert (name, length) == ("gdn", 4096.0) and a is not None and a.fraction == "188/200"
+    cells = {row[0].text: row[1 + 3 + 1].text for row in table.rows}  # design -> its 4K-16K cell
+    assert cells["gdn"].startswith("0.94") and "at 4K" in cells["gdn"] and "★" in cells["gdn"]
+    assert "at 4K" in cells["softmax"]  # shown at the compared length, not at its longer 16K cell

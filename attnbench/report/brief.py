@@ -33,7 +33,9 @@ BANDS: list[tuple[str, float, float]] = [
 NEEDLE_EXP = "needle_4m"  # the needle task models: every row of the brief's table is one of them
 CHEAPEST_RULE = (
     "Cheapest that holds: among the designs that learned the task, the one with the fewest cache bytes per token whose "
-    "accuracy is not below the band's best by the 95% intervals (the best's lower bound does not exceed its upper bound)."
+    "accuracy is not below the band's best by the 95% intervals (the best's lower bound does not exceed its upper bound). "
+    "A band compares its designs at one length, the longest inside it that the most of them were measured at; a design "
+    "measured only at other lengths of the band is shown there, not compared."
 )
 
 
@@ -63,6 +65,25 @@ def _band_acc(df: pd.DataFrame, name: str, lo: float, hi: float, task) -> tuple[
         if a is not None:
             return float(length), a
     return None
+
+
+def _band_pick(
+    df: pd.DataFrame, names: list[str], lo: float, hi: float, task, cost: dict[str, float]
+) -> tuple[str | None, float, Acc | None]:
+    """The band's cheapest design that holds, compared like with like: at one length, the longest inside
+    the band that the most designs were measured at (CHEAPEST_RULE)."""
+    at: dict[float, dict[str, Acc]] = {}
+    d = metric(df, "niah/acc")
+    d = d[d["design"].isin(names) & (d["status"] == "measured") & d["context_len"].between(lo, hi)]
+    for length in sorted(d["context_len"].dropna().unique()):
+        got = {n: a for n in names if (a := haystack_acc(df, "niah/acc", n, length, task=task) if task else None) is not None}
+        if got:
+            at[float(length)] = got
+    if not at:
+        return None, float("nan"), None
+    length = max(at, key=lambda L: (len(at[L]), L))
+    name = _cheapest(at[length], cost)
+    return name, length, at[length].get(name) if name else None
 
 
 def needle_exp(df: pd.DataFrame) -> str | None:
@@ -115,9 +136,7 @@ def brief_table(df: pd.DataFrame, train: pd.DataFrame | None) -> tuple[Table | N
     per_band: dict[str, dict[str, tuple[float, Acc]]] = {}
     for band, lo, hi in BANDS:
         per_band[band] = {n: got for n in names if (got := _band_acc(d, n, lo, hi, task)) is not None}
-        accs = {n: a for n, (_, a) in per_band[band].items()}
-        name = _cheapest(accs, cost)
-        picks[band] = (name, per_band[band][name][0] if name else float("nan"), accs.get(name) if name else None)
+        picks[band] = _band_pick(d, names, lo, hi, task, cost)
     own = df[~is_preset(df)]
     for n in names:
         layout = str(own[own["design"] == n]["layout"].dropna().astype(str).mode().iloc[0]) if not own[own["design"] == n].empty else ""
@@ -128,9 +147,13 @@ def brief_table(df: pd.DataFrame, train: pd.DataFrame | None) -> tuple[Table | N
                 row.append(Cell("—", "none"))
                 continue
             L, a = got
+            name, at, _ = picks[band]
+            if name is not None and L != at:  # its longest cell here is not the band's compared length
+                compared = haystack_acc(d, "niah/acc", n, at, task=task) if task else None
+                L, a = (at, compared) if compared is not None else (L, a)
             trained_to = _train_len(train, n, exp)
             beyond = pd.notna(trained_to) and L > trained_to
-            mark = " ★" if picks[band][0] == n else ""
+            mark = " ★" if name == n else "" if L == at else f" (not compared: none at {fmt_len(at)})"
             row.append(
                 Cell(
                     f"{a.text()} at {fmt_len(L)}" + (" (extrapolated)" if beyond else "") + mark,
