@@ -119,7 +119,7 @@ def test_q_tokens_compares_retrieval_at_each_length_and_shows_the_selection_cost
     assert v.verdict == expect, v.evidence
     if expect != NOT_MEASURED_YET:
         assert set(v.parts) == {f"retrieval at {x}" for x in ("1K", "4K", "16K", "64K")}
-        assert v.seeds == [0, 1]
+        assert v.seeds == [0, 1] and v.headline.startswith("provisional (seed 0, 1 of 0-2): ")
     assert any("selection cost measured: not yet measured" in e for e in v.evidence)  # no timed dsa op here
 
 

@@ -237,6 +237,8 @@ def judge_tokens(df: pd.DataFrame, t: dict, train=None) -> Verdict:
     measured = [x for x in v.parts.values() if x != NOT_MEASURED_YET]
     v.verdict = NOT_MEASURED_YET if not measured else DIFFER if DIFFER in measured else NO_DIFFERENCE
     v.headline = "; ".join(f"{k}: {x}" for k, x in v.parts.items()) or "retrieval not yet measured"
+    if v.seeds and len(v.seeds) < len(SEEDS):  # said where the answer is read (C6's "provisional")
+        v.headline = f"provisional (seed {', '.join(map(str, v.seeds))} of {SEEDS[0]}-{SEEDS[-1]}): " + v.headline
     v.change = "dsa's needle models at seeds 0-2 evaluated beside msa's at 1K-64K (>= 200 probes a design and seed)"
     return v
 
