@@ -577,3 +577,14 @@ def test_a_band_compares_its_designs_at_one_length(tmp_path):
     cells = {row[0].text: row[1 + 3 + 1].text for row in table.rows}  # design -> its 4K-16K cell
     assert cells["gdn"].startswith("0.94") and "at 4K" in cells["gdn"] and "★" in cells["gdn"]
     assert "at 4K" in cells["softmax"]  # shown at the compared length, not at its longer 16K cell
+
+
+def test_a_claim_line_names_one_seed_in_the_singular():
+    from types import SimpleNamespace
+
+    from attnbench.report.brief import _claim_line
+    from attnbench.verdicts.rules import Verdict
+
+    q = SimpleNamespace(id="Q-tokens")
+    assert "(seed 0);" in _claim_line(q, Verdict("no difference shown", seeds=[0], headline="h"))
+    assert "(seeds 0, 1);" in _claim_line(q, Verdict("no difference shown", seeds=[0, 1], headline="h"))

@@ -199,7 +199,7 @@ def _bottom_line(
 
 
 def _claim_line(claim, v) -> str:
-    seeds = f"seeds {', '.join(map(str, v.seeds))}" if v.seeds else "no trained model"
+    seeds = ("seed " if len(v.seeds) == 1 else "seeds ") + ", ".join(map(str, v.seeds)) if v.seeds else "no trained model"
     note = f" {v.note}" if getattr(v, "note", "") else ""
     return f"{claim.id} {v.verdict}{note}: {v.headline or '—'} ({seeds}); would change with: {v.change or '—'}"
 
