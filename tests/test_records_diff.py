@@ -70,3 +70,30 @@ def test_a_clean_checkout_writes_no_diff(repo, tmp_path):
     g = header(run / "results.jsonl")["git"]
     assert g["dirty"] is False and "diff" not in g
     assert not list(run.glob("git-*.diff"))
+
+
+def test_rewritten_records_leave_a_checkout_clean_and_code_does_not(repo, tmp_path):
+    """A rerun replaces its tracked records (run.sh removes and rewrites its run folder) and the report:
+    outputs, not code, so the header still says clean; an edit to code under experiments/ is dirty."""
+    sub = repo / "attnbench" / "records"
+    sub.mkdir(parents=True)
+    run = repo / "experiments" / "x" / "run"
+    run.mkdir(parents=True)
+    (run / "results.jsonl").write_text("{}\n")
+    (run / "run.log").write_text("old\n")
+    (repo / "reports").mkdir()
+    (repo / "reports" / "report.html").write_text("old")
+    (repo / "experiments" / "x" / "probe.py").write_text("n = 1\n")
+    git(repo, "add", ".")
+    git(repo, "commit", "-q", "-m", "records")
+    lines.CHECKOUT = sub  # the package's own folder, as in the real checkout (monkeypatch restores it)
+    (run / "results.jsonl").unlink()
+    (run / "run.log").write_text("new\n")
+    (repo / "reports" / "report.html").write_text("new")
+    assert lines.git_commit()["dirty"] is False
+    (repo / "experiments" / "x" / "probe.py").write_text("n = 2\n")
+    assert lines.git_commit()["dirty"] is True
+    out = tmp_path / "out"
+    out.mkdir()
+    diff = (out / lines.with_diff(lines.git_commit(), out)["diff"]).read_text()
+    assert "+n = 2" in diff and "report.html" not in diff and "results.jsonl" not in diff

@@ -66,6 +66,16 @@ PACKAGES = ("torch", "triton", "hydra-core", "omegaconf", "numpy", "pandas", "ma
 
 # the checkout whose commit a header names (a module global so a test can point it at a scratch repository)
 CHECKOUT = Path(__file__).resolve().parent
+# What a run writes, not code: a rerun of a recorded run replaces its records (run.sh scripts remove
+# and rewrite their tracked run folder, the report is regenerated), so a change there leaves the code
+# that made the numbers as the commit says. Root-relative pathspecs: everything (":/") but these.
+CODE = (
+    ":/",
+    ":(top,exclude,glob)**/results.jsonl",
+    ":(top,exclude,glob)**/run.log",
+    ":(top,exclude,glob)**/git-*.diff",
+    ":(top,exclude)reports",
+)
 
 
 def git_commit() -> dict[str, Any]:
@@ -76,7 +86,10 @@ def git_commit() -> dict[str, Any]:
         if commit.returncode != 0:
             return {"commit": "unknown", "dirty": None}
         status = subprocess.run(
-            ["git", "-C", str(here), "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True, timeout=10
+            ["git", "-C", str(here), "status", "--porcelain", "--untracked-files=no", "--", *CODE],
+            capture_output=True,
+            text=True,
+            timeout=10,
         )
         return {"commit": commit.stdout.strip(), "dirty": bool(status.stdout.strip())}
     except (OSError, subprocess.SubprocessError):
@@ -91,7 +104,10 @@ def with_diff(git: dict[str, Any], run_dir: Path) -> dict[str, Any]:
         return git
     try:
         out = subprocess.run(
-            ["git", "-C", str(CHECKOUT), "diff", "--no-color", "--no-ext-diff", "HEAD"], capture_output=True, text=True, timeout=60
+            ["git", "-C", str(CHECKOUT), "diff", "--no-color", "--no-ext-diff", "HEAD", "--", *CODE],
+            capture_output=True,
+            text=True,
+            timeout=60,
         )
     except (OSError, subprocess.SubprocessError):
         return git
