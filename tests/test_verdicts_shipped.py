@@ -99,3 +99,38 @@ def test_every_trained_model_a_verdict_reads_is_shipped(real):
     acc = kept["metric"].isin(["multihop/acc", "niah/acc", "scale/acc"])
     assert named[acc].notna().all(), sorted(set(kept.loc[acc & named.isna(), "run_dir"]))
     assert SHIPPED == ROOT / "attnbench" / "trained"
+
+
+def test_a_run_from_uncommitted_code_is_set_aside_and_named_where_it_changes_the_verdict(monkeypatch, trained):
+    """COMMITTED_RULE: records whose header says dirty with no diff are not judged; a run that would change the
+    reading is named, one that would not is not; a dirty run with its diff stored is judged."""
+    base = {"exp": "x", "design": "softmax", "metric": "m", "seed": 0, "source": f"attnbench/trained/softmax-{KEY_A}/record.json"}
+    df = pd.DataFrame(
+        [{**base, "run_dir": "experiments/x/clean", "code": "committed", "v": 1.0}]
+        + [{**base, "run_dir": "experiments/x/with_diff", "code": "diff", "v": 1.0}]
+        + [{**base, "run_dir": "/abs/experiments/x/dirty", "code": "uncommitted", "v": 0.0} for _ in range(3)]
+    )
+    monkeypatch.setattr(shipped, "SHIPPED", trained)
+    monkeypatch.setattr(shipped, "is_shipped", lambda f, root=trained: (trained / f / "final.pt").is_file())
+    kept, aside, dirty = judge.readable(df)
+    assert list(kept["run_dir"]) == ["experiments/x/clean", "experiments/x/with_diff"] and not aside and len(dirty) == 3
+    assert shipped.runs(dirty) == {"x/dirty": 3}
+
+    def mean_is_one(d, t, tr):
+        return Verdict("supported" if len(d) and d["v"].mean() == 1.0 else "not supported")
+
+    monkeypatch.setattr(judge, "CLAIMS", [judge.Claim("CX", "a claim", [], "x", {}, "rule", mean_is_one)])
+    [(_, v)] = judge.judge_all(df)
+    assert v.verdict == "supported"
+    assert any("x/dirty (3 records)" in e and "would read not supported" in e for e in v.evidence)
+    monkeypatch.setattr(judge, "CLAIMS", [judge.Claim("CY", "a claim", [], "x", {}, "rule", lambda d, t, tr: Verdict("supported"))])
+    [(_, v)] = judge.judge_all(df)
+    assert not any("uncommitted" in e for e in v.evidence)
+
+
+def test_no_verdict_reads_a_run_made_from_uncommitted_code(real):
+    """The recorded runs: what judge_all judges holds no run whose header says dirty without its diff (the frame's
+    code column is there to be read)."""
+    assert "code" in real.columns and real["code"].notna().any()
+    kept, _, _ = judge.readable(real)
+    assert not (kept["code"] == shipped.UNCOMMITTED).any()

@@ -12,7 +12,7 @@ import re
 import sys
 from pathlib import Path
 
-from attnbench.verdicts.claims.judge import CLAIMS, SEED_RULE, SHIPPED_RULE
+from attnbench.verdicts.claims.judge import CLAIMS, COMMITTED_RULE, SEED_RULE, SHIPPED_RULE
 from attnbench.verdicts.claims.questions import QUESTIONS
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "DESIGN.md"
@@ -27,6 +27,7 @@ def rules_markdown() -> str:
         out.append(f"- **{c.id}** ({c.text}). {c.rule}\n")
     out.append(f"- **Seeds.** {SEED_RULE} C3 compares its seeds inside its own rule (above).\n")
     out.append(f"- **Shipped models.** {SHIPPED_RULE}\n")
+    out.append(f"- **Committed code.** {COMMITTED_RULE}\n")
     return "\n".join(out)
 
 

@@ -11,6 +11,11 @@ Records name their model three ways: ``source`` or ``checkpoint`` holding the fo
 writes the source on its model's parameter records only, so every record of the same run
 directory, design and seed takes the model those name. A record that names no model (a formula,
 a timing of an untrained model, an in-run probe) is no trained model's and is kept.
+
+A verdict must also rest on code a reader can check out again: ``committed`` sets aside the records
+of runs whose header says they were made from uncommitted changes with no diff stored beside them
+(report.frame's ``code`` column, "uncommitted"); a run from a clean checkout, or a dirty one whose
+diff is stored, is kept.
 """
 
 from __future__ import annotations
@@ -66,6 +71,29 @@ def split(df: pd.DataFrame, root: Path = SHIPPED) -> tuple[pd.DataFrame, dict[st
     out = named.isin(unshipped)
     counts = named[out].value_counts()
     return df[~out], {str(k): int(v) for k, v in sorted(counts.items())}
+
+
+UNCOMMITTED = "uncommitted"  # report.frame.code_state: a dirty checkout whose diff was not stored
+
+
+def committed(df: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(records made by code a reader can check out again, records of runs made from uncommitted changes)."""
+    if "code" not in df.columns:
+        return df, df.iloc[0:0]
+    out = df["code"] == UNCOMMITTED
+    return df[~out], df[out]
+
+
+def run_name(run_dir: object) -> str:
+    """A run folder as the repository names it (experiments/needle_4m/run -> needle_4m/run)."""
+    parts = Path(str(run_dir)).parts
+    return "/".join(parts[parts.index("experiments") + 1 :]) if "experiments" in parts else str(run_dir)
+
+
+def runs(df: pd.DataFrame) -> dict[str, int]:
+    """{run folder: records} of the records given, in folder order."""
+    counts = df["run_dir"].map(run_name).value_counts() if not df.empty else pd.Series(dtype=int)
+    return {str(k): int(v) for k, v in sorted(counts.items())}
 
 
 def by_exp(df: pd.DataFrame, aside: dict[str, int]) -> dict[str, dict[str, int]]:

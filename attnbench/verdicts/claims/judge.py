@@ -388,12 +388,45 @@ SHIPPED_RULE = (
 )
 
 
+def _note_uncommitted(claim: Claim, verdict: Verdict, df: pd.DataFrame, dirty: pd.DataFrame, train) -> None:
+    """Name the runs made from uncommitted code set aside where judging with them would read otherwise
+    (COMMITTED_RULE): those whose records alone change the reading, else all of them."""
+    with_them = _judged(claim, pd.concat([df, dirty]), train)
+    if _reading(with_them) == _reading(verdict):
+        return
+    folders = dirty["run_dir"].map(shipped.run_name)
+    moving = [r for r in sorted(set(folders)) if _reading(_judged(claim, pd.concat([df, dirty[folders == r]]), train)) != _reading(verdict)]
+    named = shipped.runs(dirty[folders.isin(moving)] if moving else dirty)
+    verdict.evidence.insert(
+        0,
+        f"set aside, made from uncommitted code with no diff stored: {', '.join(f'{r} ({n} records)' for r, n in named.items())}; "
+        f"with them this claim would read {with_them.verdict}. " + COMMITTED_RULE,
+    )
+
+
+COMMITTED_RULE = (
+    "A verdict reads only runs whose code a reader can check out again: a run recorded from a clean commit, or from a "
+    "dirty checkout whose diff is stored beside its records; the others are set aside and named where they would "
+    "change the verdict, until they are rerun from a commit."
+)
+
+
+def readable(df: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, int], pd.DataFrame]:
+    """(the records a verdict reads, {unshipped model: records} set aside, the shipped models' records of runs made
+    from uncommitted code, set aside): SHIPPED_RULE and COMMITTED_RULE."""
+    shown, aside = shipped.split(df)
+    kept, dirty = shipped.committed(shown)
+    return kept, aside, dirty
+
+
 def judge_all(df: pd.DataFrame, train: pd.DataFrame | None = None) -> list[tuple[Claim, Verdict]]:
-    kept, aside = shipped.split(df)  # every verdict rests on models a reader can load again
+    kept, aside, dirty = readable(df)  # every verdict rests on models a reader can load and code they can check out
     out = []
     for claim in CLAIMS:
         verdict = _judged(claim, kept, train)
+        if not dirty.empty:
+            _note_uncommitted(claim, verdict, kept, dirty, train)
         if aside:
-            _note_aside(claim, verdict, df, train, aside)
+            _note_aside(claim, verdict, shipped.committed(df)[0], train, aside)
         out.append((claim, verdict))
     return out

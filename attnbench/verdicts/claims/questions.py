@@ -17,10 +17,9 @@ from typing import Callable
 import pandas as pd
 
 from attnbench.basics import fmt_len
-from attnbench.verdicts import shipped
 from attnbench.verdicts.claims.c3_multihop import SeedPair, _pair
 from attnbench.verdicts.claims.c6_capacity import CAPACITY, _capacity_acc, _fall_point
-from attnbench.verdicts.claims.judge import CLAIMS, Claim
+from attnbench.verdicts.claims.judge import CLAIMS, Claim, readable
 from attnbench.verdicts.quality import FINAL, experiment_task, haystack_acc, learned
 from attnbench.verdicts.readings import metric
 from attnbench.verdicts.rules import NOT_MEASURED_YET, Verdict, deficit
@@ -285,9 +284,10 @@ QUESTIONS = [
 
 
 def judge_questions(df: pd.DataFrame, train: pd.DataFrame | None = None, selection_cost=None) -> list[tuple[Claim, Verdict]]:
-    """Every question's answer from shipped models' records (SHIPPED_RULE, as the claims); with
+    """Every question's answer from shipped models' records of committed code (SHIPPED_RULE and COMMITTED_RULE,
+    as the claims); with
     ``selection_cost`` (bench.costmodel.selection_cost), Q-tokens' projected cost beside it."""
-    kept, _ = shipped.split(df)
+    kept, _, _ = readable(df)
     out = []
     for q in QUESTIONS:
         try:
