@@ -34,12 +34,16 @@ TINY = [
 
 def test_capacity_config_state_sizes_and_pairs():
     cfg = compose_cfg(["+exp=capacity"])
-    # four lightning state sizes at the tiny model's width 64: H x (64 / H)^2
+    # five lightning state sizes at the tiny model's width 64: H x (64 / H)^2, and the delta rule at three of them
     assert {n: state_floats(cfg, n) for n in cfg.exp.designs if n != "softmax"} == {
         "lightning_h1": 4096.0,
         "lightning_h2": 2048.0,
         "lightning_h4": 1024.0,
         "lightning_h8": 512.0,
+        "lightning_h16": 256.0,
+        "gdn_h4": 1024.0,
+        "gdn_h8": 512.0,
+        "gdn_h16": 256.0,
     }
     assert state_floats(cfg, "softmax") != state_floats(cfg, "softmax")  # NaN: no fixed state
     assert pair_counts(cfg) == [4, 8, 16, 32, 64, 128, 255]  # the ladder at 512 tokens, and all 255 slots filled
