@@ -164,7 +164,9 @@ def records(exp: str, device: str = "cpu", seed: int = 0) -> list[dict]:
             dec = 0.05 + per_dec * length if per_dec else 0.2
             status = "measured" if length <= 65536 else "projected"
             kw = dict(context_len=length, scope="layer", op=name, backend="reference", dtype="bfloat16")
-            rec(name, "latency/prefill_ms", ms, "ms", status, p25_ms=ms * 0.95, p75_ms=ms * 1.05, **kw)
+            flops = 1e9 * (length / 1024) ** (2 if name == "softmax" else 1)  # the two-term roofline's fields (kernels_cpu)
+            roof = dict(min_flops=flops, intensity={"softmax": 200.0, "lightning": 30.0, "msa": 8.0}[name]) if status == "measured" else {}
+            rec(name, "latency/prefill_ms", ms, "ms", status, p25_ms=ms * 0.95, p75_ms=ms * 1.05, **kw, **roof)
             rec(name, "latency/decode_ms", dec, "ms", status, **kw)
     rec("softmax", "latency/prefill_ms", None, "ms", "skipped", context_len=4194304, scope="layer", note="fixture: over the memory budget")
     # Streaming prefill against the roofline; one timing taken under load (noisy).

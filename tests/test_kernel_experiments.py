@@ -57,6 +57,12 @@ def test_kernels_cpu_times_every_reference_against_sdpa(tmp_path):
     # SDPA and the ops alternate call by call; a speedup is the median of round-by-round ratios; a timing
     # says its roofline (the cost model's FLOPs at the calibrated peak)
     assert all(r["method"] == "alternating" and r["roofline_s"] > 0 for r in times if r["backend"] != "flex"), times
+    # and its two-term roofline: minimal FLOPs and bytes, which term bounds it, its fraction of that limit
+    for r in (r for r in times if r["backend"] != "flex"):
+        assert r["min_flops"] > 0 and r["min_bytes"] > 0 and r["bound"] in ("compute", "memory"), r
+        assert r["limit_s"] == pytest.approx(r["value"] / 1e3 * r["limit_fraction"]) and r["intensity"] == pytest.approx(
+            r["min_flops"] / r["min_bytes"]
+        )
     assert all(r["method"].startswith("alternating") and r["ratio_p25"] <= r["value"] <= r["ratio_p75"] for r in speed), speed
     table = (run / "summary.md").read_text()
     assert "| 256 |" in table and "| 512 |" in table and "causal SDPA" in table
@@ -98,3 +104,15 @@ def test_time_alternating_takes_its_functions_in_turn():
     assert len(rounds["a"]) == len(rounds["b"]) == got["a"].n >= 4 and got["b"].method == "alternating"
     med, lo, hi = round_ratios(rounds, "a", "b")
     assert lo <= med <= hi
+
+
+def test_two_term_names_the_larger_term_and_the_fraction_of_it():
+    from attnbench.bench.timing import two_term
+
+    # 1 GFLOP and 1 GB at 100 GFLOP/s and 10 GB/s: memory takes 0.1 s, compute 0.01 s
+    r = two_term(1e9, 1e9, 0.2, 100e9, 10e9)
+    assert r["bound"] == "memory" and r["limit_s"] == pytest.approx(0.1) and r["limit_fraction"] == pytest.approx(0.5)
+    assert r["intensity"] == pytest.approx(1.0)
+    r = two_term(1e11, 1e9, 2.0, 100e9, 10e9)  # 1 s of compute, 0.1 s of memory
+    assert r["bound"] == "compute" and r["limit_fraction"] == pytest.approx(0.5)
+    assert two_term(1e9, 1e9, 0.2, None, 10e9) == {} and two_term(1e9, 1e9, 0.0, 100e9, 10e9) == {}

@@ -67,6 +67,25 @@ def efficiency(flops: float, seconds: float, peak_flops: float | None) -> dict:
     return out
 
 
+def two_term(flops: float, nbytes: float, seconds: float, peak_flops: float | None, bandwidth: float | None) -> dict:
+    """An op against its two-term roofline (the limit of memory-bound work is its bytes, not its FLOPs): the
+    larger of its minimal FLOPs at the compute peak and its minimal bytes at the memory bandwidth, both
+    calibrated in the same process. ``limit_fraction`` = that limit over the measured time; ``bound``
+    names the larger term. {} without a time or either ceiling."""
+    if not seconds or seconds <= 0 or not peak_flops or not bandwidth:
+        return {}
+    compute_s, memory_s = flops / peak_flops, nbytes / bandwidth
+    limit_s = max(compute_s, memory_s)
+    return {
+        "min_flops": float(flops),
+        "min_bytes": float(nbytes),
+        "intensity": float(flops / nbytes) if nbytes else float("inf"),  # FLOPs a byte
+        "limit_s": limit_s,
+        "bound": "compute" if compute_s >= memory_s else "memory",
+        "limit_fraction": limit_s / seconds,
+    }
+
+
 def time_fn(fn: Callable[[], object], device: torch.device, *, min_run_time: float = 0.5, warmup: int = 1, repeats: int = 3) -> Timing:
     """Time ``fn()`` (which must do all its work before returning, or on ``device``).
 

@@ -9,6 +9,11 @@ records os.getloadavg() before and after (`noisy` when half a core above the cor
 may be shared. Each timing also records its achieved GFLOP/s (the cost model's FLOP count of
 the op) and its fraction of its roofline: the cost model's FLOPs at the fp32 matmul peak
 calibrated at the start of the run for the threads used (``roofline_s``, ``peak_fraction``).
+Beside it, the two-term roofline (bench.timing.two_term): the op's minimal FLOPs and bytes (the
+cost model's fused kernel: inputs read once, outputs written once, msa's selected blocks), its
+arithmetic intensity, which of compute and memory bounds it at the calibrated peak and copy
+bandwidth, and its fraction of that limit (``min_flops``, ``min_bytes``, ``intensity``, ``bound``,
+``limit_s``, ``limit_fraction``): a fraction of the matmul peak alone misjudges memory-bound work.
 
 Correctness first: each op is checked at kernels.shapes.check_lengths against its naive truth
 (kernels/<op>/naive.py, dense, in float64; msa with its naive selection) by the rule of
@@ -26,7 +31,7 @@ import torch
 
 from attnbench.bench import costmodel
 from attnbench.bench import ops as O
-from attnbench.bench.timing import Timing, efficiency, round_ratios, time_alternating, time_fn
+from attnbench.bench.timing import Timing, efficiency, round_ratios, time_alternating, time_fn, two_term
 from attnbench.designs import BASELINE_OP, kernel_ops, spec_of_op
 from attnbench.kernels import tolerance
 
@@ -42,6 +47,13 @@ def op_flops(op: str, sh: O.Shape) -> float:
     """The cost model's FLOPs of one forward of op at shape sh (reference implementation)."""
     arch = costmodel.op_arch(op, sh.H, sh.Hkv, sh.D, sh.window, sh.block_size, sh.top_k, sh.index_dim)
     return costmodel.op_cost(op, "prefill", sh.T, arch, batch=sh.B, impl="reference").flops
+
+
+def op_minimal(op: str, sh: O.Shape) -> tuple[float, float]:
+    """(FLOPs, bytes) of one forward of op at shape sh as a fused kernel does it: the least it must compute and move."""
+    arch = costmodel.op_arch(op, sh.H, sh.Hkv, sh.D, sh.window, sh.block_size, sh.top_k, sh.index_dim)
+    c = costmodel.op_cost(op, "prefill", sh.T, arch, batch=sh.B, impl="fused")
+    return c.flops, c.bytes
 
 
 def check(ctx, op: str, T: int, dtype: torch.dtype) -> bool:
@@ -71,7 +83,7 @@ def check(ctx, op: str, T: int, dtype: torch.dtype) -> bool:
     return ok
 
 
-def timings(ctx, T: int, dtype: torch.dtype, ops: list[str], peak: float | None = None) -> None:
+def timings(ctx, T: int, dtype: torch.dtype, ops: list[str], peak: float | None = None, bandwidth: float | None = None) -> None:
     cfg, dev = ctx.cfg, ctx.device
     sh = shape(cfg, T)
     cell = ctx.cell(part="time", T=T, dtype=str(dtype), ops=ops)
@@ -86,6 +98,7 @@ def timings(ctx, T: int, dtype: torch.dtype, ops: list[str], peak: float | None 
         flops = op_flops(name, sh)
         eff = efficiency(flops, t.median_ms / 1e3, peak) if dt == "float32" else {}
         roof = {"roofline_s": flops / peak} if eff and peak else {}  # the op's FLOPs at the calibrated peak
+        two = two_term(*op_minimal(name, sh), t.median_ms / 1e3, peak, bandwidth) if dt == "float32" else {}
         cell.record(
             O.design_of(name),
             "latency/prefill_ms",
@@ -97,12 +110,14 @@ def timings(ctx, T: int, dtype: torch.dtype, ops: list[str], peak: float | None 
             **t.fields(),
             **eff,
             **roof,
+            **two,
             **common,
         )
         ctx.console.print(
             f"  T={T:<6} {name:<15} {backend:<9} {t.median_ms:10.1f} ms  [{t.p25_ms:.1f}, {t.p75_ms:.1f}] n={t.n}"
             + (f"  {eff['gflop_per_s']:.1f} GFLOP/s" if eff else "")
             + (f" ({100 * eff['peak_fraction']:.0f}% of its roofline)" if "peak_fraction" in eff else "")
+            + (f", {100 * two['limit_fraction']:.0f}% of its {two['bound']}-bound two-term limit" if two else "")
             + ("  NOISY (load > cores + 0.5)" if t.noisy else "")
         )
 
@@ -242,7 +257,9 @@ def run(ctx) -> None:
 
     kc = ctx.cfg.kernels
     torch.manual_seed(ctx.cfg.seed)
-    peak = hardware_for_run(ctx).flops.get("float32") if ctx.device.type == "cpu" else None  # fp32 matmul peak, run's threads
+    hw = hardware_for_run(ctx) if ctx.device.type == "cpu" else None
+    peak = hw.flops.get("float32") if hw else None  # fp32 matmul peak, run's threads
+    bandwidth = hw.mem_bandwidth if hw else None  # copy bandwidth, the same process
     for dt_name in kc.dtypes:
         dtype = O.DTYPES[dt_name]
         ok = [op for op in kc.ops if op in TIMED and all(check(ctx, op, T, dtype) for T in kc.shapes.check_lengths)]
@@ -261,7 +278,7 @@ def run(ctx) -> None:
                 note="its check against the naive formula failed: never timed",
             )
         for T in kc.shapes.lengths:
-            timings(ctx, T, dtype, ok, peak)
+            timings(ctx, T, dtype, ok, peak, bandwidth)
     text = summary(ctx)
     (ctx.run_dir / "summary.md").write_text(text)
     ctx.console.print(text)

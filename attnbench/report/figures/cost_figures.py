@@ -186,6 +186,51 @@ def efficiency(df: pd.DataFrame) -> Figure | None:
 
 
 @figure(
+    "roofline",
+    "Kernels against the two-term roofline: achieved FLOP rate by arithmetic intensity",
+    ("latency/prefill_ms",),
+    "Each op timed by exp=kernels_cpu: its minimal FLOPs (the cost model's fused kernel) over its measured time, "
+    "against its minimal FLOPs a byte moved. Lines: the fp32 matmul peak (flat) and the copy bandwidth (diagonal), "
+    "both calibrated in the run that timed it; an op's limit is the lower of the two at its intensity. One panel "
+    "a processor; the op is named at its longest length.",
+)
+def roofline(df: pd.DataFrame) -> Figure | None:
+    d = metric(df, "latency/prefill_ms")
+    if d.empty or "intensity" not in d.columns:
+        return None
+    d = d[(d["status"] == "measured") & pd.to_numeric(d["intensity"], errors="coerce").notna() & d["v"].gt(0)].copy()
+    if d.empty:
+        return None
+    d["intensity"] = pd.to_numeric(d["intensity"])
+    d["rate"] = pd.to_numeric(d["min_flops"]) / (d["v"] / 1e3)  # FLOP/s of the minimal work
+    cpus = sorted(d["cpu"].fillna("?").unique())[:2]
+    fig, axes = new_figure(len(cpus), 1, height=3.4)
+    names = designs(df)
+    for ax, cpu in zip(axes[0], cpus):
+        g = d[d["cpu"].fillna("?") == cpu]
+        runs = set(g["run_dir"])
+        cal = {m: metric(df, f"calibration/{m}") for m in ("matmul_flops", "copy_bandwidth")}
+        peak, bw = (float(c[c["run_dir"].isin(runs)]["v"].median()) for c in cal.values())
+        lo, hi = g["intensity"].min() / 2, g["intensity"].max() * 2
+        xs = [lo * (hi / lo) ** (i / 50) for i in range(51)]
+        if peak == peak and bw == bw:  # both ceilings calibrated (not NaN)
+            ax.plot(xs, [min(peak, bw * x) / 1e9 for x in xs], color="0.4", lw=1.2)
+            ax.axvline(peak / bw, color="0.7", ls=":", lw=0.8)  # the ridge: left of it memory bounds an op
+        for op, o in g.groupby("op"):
+            color, marker = style(str(o["design"].iloc[0]), names)
+            o = o.sort_values("context_len")
+            ax.plot(o["intensity"], o["rate"] / 1e9, ls="-", marker=marker, color=color, ms=4, lw=0.8)
+            last = o.iloc[-1]
+            ax.annotate(str(op), (last["intensity"], last["rate"] / 1e9), fontsize=6, xytext=(3, 2), textcoords="offset points")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("FLOPs a byte (minimal)")
+        ax.set_ylabel("GFLOP/s achieved")
+        ax.set_title(str(cpu)[:40], fontsize=8)
+    return fig
+
+
+@figure(
     "memory",
     "Cache memory: bytes per token, and total at 128K / 1M / 4M",
     ("memory/cache_bytes_per_token", "memory/total_bytes"),
