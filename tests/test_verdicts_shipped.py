@@ -106,9 +106,9 @@ def test_a_run_from_uncommitted_code_is_set_aside_and_named_where_it_changes_the
     reading is named, one that would not is not; a dirty run with its diff stored is judged."""
     base = {"exp": "x", "design": "softmax", "metric": "m", "seed": 0, "source": f"attnbench/trained/softmax-{KEY_A}/record.json"}
     df = pd.DataFrame(
-        [{**base, "run_dir": "experiments/x/clean", "code": "committed", "v": 1.0}]
-        + [{**base, "run_dir": "experiments/x/with_diff", "code": "diff", "v": 1.0}]
-        + [{**base, "run_dir": "/abs/experiments/x/dirty", "code": "uncommitted", "v": 0.0} for _ in range(3)]
+        [{**base, "run_dir": "experiments/x/clean", "checkout": "committed", "v": 1.0}]
+        + [{**base, "run_dir": "experiments/x/with_diff", "checkout": "diff", "v": 1.0}]
+        + [{**base, "run_dir": "/abs/experiments/x/dirty", "checkout": "uncommitted", "v": 0.0} for _ in range(3)]
     )
     monkeypatch.setattr(shipped, "SHIPPED", trained)
     monkeypatch.setattr(shipped, "is_shipped", lambda f, root=trained: (trained / f / "final.pt").is_file())
@@ -130,7 +130,7 @@ def test_a_run_from_uncommitted_code_is_set_aside_and_named_where_it_changes_the
 
 def test_no_verdict_reads_a_run_made_from_uncommitted_code(real):
     """The recorded runs: what judge_all judges holds no run whose header says dirty without its diff (the frame's
-    code column is there to be read)."""
-    assert "code" in real.columns and real["code"].notna().any()
+    checkout column is there to be read)."""
+    assert "checkout" in real.columns and real["checkout"].notna().any()
     kept, _, _ = judge.readable(real)
-    assert not (kept["code"] == shipped.UNCOMMITTED).any()
+    assert not (kept["checkout"] == shipped.UNCOMMITTED).any()

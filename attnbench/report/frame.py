@@ -82,7 +82,7 @@ FIGURE_DIR = "figures"  # the report's PNGs, beside report.html (W&B logs them a
 @dataclass
 class RunData:
     # one row per record: COLUMNS + run_dir + run_start and cpu (its header's started and hardware.cpu, hardware.gpu for a
-    # CUDA record: a file can hold runs of several machines) + code (its header's checkout: CODE_STATES) + v (the value
+    # CUDA record: a file can hold runs of several machines) + checkout (its header's code: CHECKOUT_STATES) + v (the value
     # as a float, NaN if not a number)
     records: pd.DataFrame
     headers: list[dict]  # one per (re)start, with run_dir added
@@ -127,10 +127,10 @@ def find_results(paths: Iterable[Path | str]) -> list[Path]:
     return found
 
 
-CODE_STATES = ("committed", "diff", "uncommitted", "unknown")  # what a header says of the code that made its records
+CHECKOUT_STATES = ("committed", "diff", "uncommitted", "unknown")  # what a header says of the code that made its records
 
 
-def code_state(git: dict | None) -> str:
+def checkout_state(git: dict | None) -> str:
     """committed (a clean checkout), diff (uncommitted changes stored beside the records), uncommitted (changes
     nobody can recover), unknown (no git: an installed wheel, a device machine's copied tree)."""
     git = git or {}
@@ -157,7 +157,7 @@ def load(names: Iterable[Path | str]) -> RunData:
             problems.append(found.summary())
         elif not any(o.get("type") == "header" for o in found.objects):  # (damage names a damaged header itself)
             problems.append(f"{f}: {NO_HEADER}")
-        started = cpu = gpu = code = None  # the (re)start that wrote the records that follow: its header's time, CPU, GPU, code
+        started = cpu = gpu = checkout = None  # the (re)start that wrote the records that follow: its header's time, CPU, GPU, code
         objects, own, aside = own_config(found.objects, found.config_hashes())
         for obj in objects:
             kind = obj.get("type")
@@ -168,13 +168,13 @@ def load(names: Iterable[Path | str]) -> RunData:
                         "run_dir": run_dir,
                         "run_start": started,
                         "cpu": gpu if obj.get("device") == "cuda" and gpu else cpu,
-                        "code": code,
+                        "checkout": checkout,
                     }
                 )
             elif kind == "header":
                 headers.append({**obj, "run_dir": run_dir})
                 hw = obj.get("hardware") or {}
-                started, cpu, gpu, code = obj.get("started"), hw.get("cpu"), hw.get("gpu"), code_state(obj.get("git"))
+                started, cpu, gpu, checkout = obj.get("started"), hw.get("cpu"), hw.get("gpu"), checkout_state(obj.get("git"))
             elif kind == "footer":
                 footers.append({**obj, "run_dir": run_dir})
         if aside:
@@ -186,7 +186,7 @@ def load(names: Iterable[Path | str]) -> RunData:
         )
     problems += [f"{f}: {EMPTY}; left out" for f in empty]
     df = pd.DataFrame(rows)
-    for col in (*COLUMNS, "run_dir", "run_start", "cpu", "code"):
+    for col in (*COLUMNS, "run_dir", "run_start", "cpu", "checkout"):
         if col not in df.columns:
             df[col] = None
     df = df.astype({c: object for c in df.columns}).copy()  # keep ints ints and lists lists; one block

@@ -14,7 +14,7 @@ a timing of an untrained model, an in-run probe) is no trained model's and is ke
 
 A verdict must also rest on code a reader can check out again: ``committed`` sets aside the records
 of runs whose header says they were made from uncommitted changes with no diff stored beside them
-(report.frame's ``code`` column, "uncommitted"); a run from a clean checkout, or a dirty one whose
+(report.frame's ``checkout`` column, "uncommitted"); a run from a clean checkout, or a dirty one whose
 diff is stored, is kept.
 """
 
@@ -73,14 +73,14 @@ def split(df: pd.DataFrame, root: Path = SHIPPED) -> tuple[pd.DataFrame, dict[st
     return df[~out], {str(k): int(v) for k, v in sorted(counts.items())}
 
 
-UNCOMMITTED = "uncommitted"  # report.frame.code_state: a dirty checkout whose diff was not stored
+UNCOMMITTED = "uncommitted"  # report.frame.checkout_state: a dirty checkout whose diff was not stored
 
 
 def committed(df: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(records made by code a reader can check out again, records of runs made from uncommitted changes)."""
-    if "code" not in df.columns:
+    if "checkout" not in df.columns:
         return df, df.iloc[0:0]
-    out = df["code"] == UNCOMMITTED
+    out = df["checkout"] == UNCOMMITTED
     return df[~out], df[out]
 
 
