@@ -692,6 +692,41 @@ def test_rules_are_compared_seed_by_seed():
     assert train[train["design"] == "softmax"]["rule"].iloc[-1] == train[train["design"] == "swa"]["rule"].iloc[-1]
 
 
+def test_a_model_that_finished_before_any_limit_counts_under_the_later_version():
+    """softmax's seed-0 chain model finished every stage (done) in 34M tokens, 23.3M of them on chains, under the
+    40M-token version; the 200M + 30M-chain version would have made it step for step. A model the old limit
+    stopped (tokens), or one that spent more than the new limits, or a rule that differs beyond its limits, does not."""
+    import pandas as pd
+
+    from attnbench.verdicts.rules import same_rule
+
+    old = {"name": "fair-v1", "token_budget": 40_000_000, "patience": 5000}
+    new = {"name": "fair-v1", "token_budget": 200_000_000, "patience": 5000, "chain_token_budget": 30_000_000}
+
+    def train(soft: dict, rule: dict) -> pd.DataFrame:
+        rows = [{"design": "softmax", "seed": 0, "rule": rule, "exp": "multihop", **soft}]
+        rows.append(
+            {
+                "design": "hybrid",
+                "seed": 0,
+                "rule": new,
+                "exp": "multihop",
+                "stop_reason": "chain_tokens",
+                "tokens": 5e7,
+                "chain_tokens": 3e7,
+            }
+        )
+        return pd.DataFrame(rows)
+
+    done = {"stop_reason": "done", "tokens": 34e6, "chain_tokens": 23.3e6}
+    ok, text = same_rule(train(done, old), ["softmax", "hybrid"], "multihop")
+    assert ok and "token budget 200,000,000" in text and "softmax (finished under fair-v1 (token budget 40,000,000))" in text, text
+    assert not same_rule(train({**done, "stop_reason": "tokens"}, old), ["softmax", "hybrid"], "multihop")[0]
+    assert not same_rule(train({**done, "chain_tokens": 31e6}, old), ["softmax", "hybrid"], "multihop")[0]
+    assert not same_rule(train(done, {**old, "patience": 2000}), ["softmax", "hybrid"], "multihop")[0]
+    assert not same_rule(train({**done, "chain_tokens": float("nan")}, old), ["softmax", "hybrid"], "multihop")[0]
+
+
 def test_design_md_states_every_rule_as_the_judges_run_it():
     """docs/DESIGN.md's rules block is generated from CLAIMS: it holds every claim's rule, word for word."""
     from attnbench.verdicts import rules_doc

@@ -127,22 +127,52 @@ def same_rule(train: pd.DataFrame | None, names: list[str], exp=None) -> tuple[b
     seeds = t["seed"] if "seed" in t.columns else pd.Series(0, index=t.index)
     common = set.intersection(*(set(seeds[t["design"] == n].dropna()) for n in names))
     groups = [t[seeds == s] for s in sorted(common)] or [t]
-    first, seen = None, []
+    first, seen, finished = None, [], []
     for g in groups:
-        rules = {n: x["rule"].iloc[-1] for n, x in g.groupby("design")}
-        first = next(iter(rules.values()))
-        if not all(isinstance(r, dict) and r == first for r in rules.values()):
+        last = {n: x.iloc[-1] for n, x in g.groupby("design")}
+        rules = {n: r["rule"] for n, r in last.items()}
+        first = next((r for r in rules.values() if isinstance(r, dict)), None)
+        target = next((r for r in rules.values() if all(_as_under(last[n], r) for n in last)), None)
+        if target is None:
             at = f" (seed {int(g['seed'].iloc[0])})" if common else ""
             return False, f"trained under different rules{at}: " + "; ".join(f"{n}: {_rule_text(r)}" for n, r in rules.items())
+        first = target
+        finished += [f"{n} (finished under {_rule_text(rules[n])})" for n in last if rules[n] != target]
         seen.append((int(g["seed"].iloc[0]) if common else None, first))
     assert isinstance(first, dict)
+    also = f"; {', '.join(finished)}: it ended before either version's limits, so it is the model this one makes" if finished else ""
     if len({str(r) for _, r in seen}) > 1:  # one rule within each seed, another version of it at another seed
-        return True, "each seed's models trained under one rule: " + "; ".join(f"seed {s}: {_rule_text(r)}" for s, r in seen)
+        return True, "each seed's models trained under one rule: " + "; ".join(f"seed {s}: {_rule_text(r)}" for s, r in seen) + also
     at = f", seed{'s' if len(common) > 1 else ''} {', '.join(str(int(s)) for s in sorted(common))}" if common else ""
     return (
         True,
-        f"all trained under {first.get('name')} (token budget {first.get('token_budget', 0):,}, patience {first.get('patience')}{at})",
+        f"all trained under {first.get('name')} (token budget {first.get('token_budget', 0):,}, patience {first.get('patience')}{at})"
+        + also,
     )
+
+
+LIMITS = ("token_budget", "chain_token_budget")  # the parts of a rule that only cut a training short
+
+
+def _as_under(row, rule) -> bool:
+    """Did this model train as it would under ``rule``: its own rule, or another version of it that differs only
+    in limits (LIMITS) when the model finished every stage (stop reason done) before reaching any of ``rule``'s.
+    A limit only stops a training; one that never binds changes no step, so such a model is the one ``rule``
+    makes (training is a function of the rule's other parts and the seed)."""
+    mine = row["rule"]
+    if not isinstance(mine, dict) or not isinstance(rule, dict):
+        return False
+    if mine == rule:
+        return True
+    if row.get("stop_reason") != "done" or {k: v for k, v in mine.items() if k not in LIMITS} != {
+        k: v for k, v in rule.items() if k not in LIMITS
+    }:
+        return False
+    spent = {"token_budget": row.get("tokens"), "chain_token_budget": row.get("chain_tokens")}
+    for k in LIMITS:
+        if rule.get(k) and not (pd.notna(spent[k]) and spent[k] < rule[k]):
+            return False
+    return True
 
 
 def _rule_text(r) -> str:
