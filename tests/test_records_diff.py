@@ -81,6 +81,9 @@ def test_rewritten_records_leave_a_checkout_clean_and_code_does_not(repo, tmp_pa
     run.mkdir(parents=True)
     (run / "results.jsonl").write_text("{}\n")
     (run / "run.log").write_text("old\n")
+    (run / ".hydra").mkdir()
+    (run / ".hydra" / "config.yaml").write_text("seed: 0\n")
+    (run / "summary.md").write_text("old\n")
     (repo / "reports").mkdir()
     (repo / "reports" / "report.html").write_text("old")
     (repo / "experiments" / "x" / "probe.py").write_text("n = 1\n")
@@ -89,6 +92,8 @@ def test_rewritten_records_leave_a_checkout_clean_and_code_does_not(repo, tmp_pa
     lines.CHECKOUT = sub  # the package's own folder, as in the real checkout (monkeypatch restores it)
     (run / "results.jsonl").unlink()
     (run / "run.log").write_text("new\n")
+    (run / ".hydra" / "config.yaml").write_text("seed: 1\n")
+    (run / "summary.md").write_text("new\n")
     (repo / "reports" / "report.html").write_text("new")
     assert lines.git_commit()["dirty"] is False
     (repo / "experiments" / "x" / "probe.py").write_text("n = 2\n")

@@ -66,14 +66,13 @@ PACKAGES = ("torch", "triton", "hydra-core", "omegaconf", "numpy", "pandas", "ma
 
 # the checkout whose commit a header names (a module global so a test can point it at a scratch repository)
 CHECKOUT = Path(__file__).resolve().parent
-# What a run writes, not code: a rerun of a recorded run replaces its records (run.sh scripts remove
-# and rewrite their tracked run folder, the report is regenerated), so a change there leaves the code
-# that made the numbers as the commit says. Root-relative pathspecs: everything (":/") but these.
+# What a run writes, not code: a rerun of a recorded run replaces its records, its console log, its
+# summary and Hydra's copy of its config (run.sh scripts remove and rewrite their tracked run folder,
+# the report is regenerated), so a change there leaves the code that made the numbers as the commit
+# says. Root-relative pathspecs: everything (":/") but these.
 CODE = (
     ":/",
-    ":(top,exclude,glob)**/results.jsonl",
-    ":(top,exclude,glob)**/run.log",
-    ":(top,exclude,glob)**/git-*.diff",
+    *(f":(top,exclude,glob)**/{name}" for name in ("results.jsonl", "run.log", "git-*.diff", "cli.log", "summary.md", ".hydra/**")),
     ":(top,exclude)reports",
 )
 
