@@ -127,6 +127,29 @@ def find_results(paths: Iterable[Path | str]) -> list[Path]:
     return found
 
 
+NUMERIC = (  # record fields read as numbers (a missing or malformed one is NaN)
+    "context_len",
+    "depth",
+    "hops",
+    "train_len",
+    "seed",
+    "step",
+    "ci_low",
+    "ci_high",
+    "p25_ms",
+    "p75_ms",
+    "n",
+    "roofline_s",
+    "peak_fraction",
+    "gflop_per_s",
+    "steps",
+    "tokens",
+    "final_stage",
+    "n_stages",
+    "sample",
+    "haystacks",
+    "haystacks_planned",
+)
 CHECKOUT_STATES = ("committed", "diff", "uncommitted", "unknown")  # what a header says of the code that made its records
 
 
@@ -191,29 +214,7 @@ def load(names: Iterable[Path | str]) -> RunData:
             df[col] = None
     df = df.astype({c: object for c in df.columns}).copy()  # keep ints ints and lists lists; one block
     df["v"] = pd.to_numeric(df["value"].map(_number), errors="coerce").astype(float)
-    for col in (
-        "context_len",
-        "depth",
-        "hops",
-        "train_len",
-        "seed",
-        "step",
-        "ci_low",
-        "ci_high",
-        "p25_ms",
-        "p75_ms",
-        "n",
-        "roofline_s",
-        "peak_fraction",
-        "gflop_per_s",
-        "steps",
-        "tokens",
-        "final_stage",
-        "n_stages",
-        "sample",
-        "haystacks",
-        "haystacks_planned",
-    ):
+    for col in NUMERIC:
         df[col] = pd.to_numeric(df[col], errors="coerce")
     # Older runs wrote some formula results (method "analytic") as measured: they are analytic.
     relabel = (df["status"] == "measured") & (df["method"] == "analytic")
