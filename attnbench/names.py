@@ -31,6 +31,8 @@ EXPERIMENTS = {
     "msa_speedup": "attnbench.experiments.msa_speedup",
     "presets": "attnbench.experiments.param_counts",
     "serving": "attnbench.experiments.serving",
+    "needle_external": "attnbench.experiments.external",
+    "multihop_external": "attnbench.experiments.external",
 }
 TRAINER = "attnbench.experiments.train"  # the runner that trains one model (train.parallel needs it)
 

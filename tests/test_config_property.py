@@ -271,6 +271,7 @@ WHERE = {
     "HardwareConfig": "hardware.",
     "BenchConfig": "bench.",
     "ScaleConfig": "scale.",
+    "ExternalConfig": "external.",
 }
 
 

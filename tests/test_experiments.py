@@ -19,6 +19,7 @@ import torch
 
 from attnbench.cli import main as cli, preflight
 from attnbench.experiments import EXPERIMENTS, NEEDS_CUDA
+from attnbench.training.checkpoints import SHIPPED
 
 from helpers import TINY_BACKBONE, compose_cfg
 
@@ -141,6 +142,15 @@ TINY: dict[str, list[str]] = {
         "eval.train_len_samples=4",
         "bench.repeats=1",
         "bench.profiles=[h200]",
+    ],
+    # a shipped needle model in-process (tests/test_external.py runs it through transformers and a server too)
+    "needle_external": [f"external.model=attnbench:{SHIPPED / 'softmax-e088d84f15ecfe2d'}", "eval.context_lens=[64]", "eval.haystacks=1"],
+    "multihop_external": [
+        f"external.model=attnbench:{SHIPPED / 'softmax-57e409a14dfceff8'}",
+        "eval.context_lens=[64]",
+        "eval.hops=[2]",
+        "eval.chains=1",
+        "eval.haystacks=1",
     ],
     # on CPU, kernels_gpu is its dry run (Triton interpreter, tiny shapes): one op, one dtype
     "kernels_gpu": ["kernels.ops=[softmax]", "kernels.dtypes=[float16]", "kernels.baselines=[sdpa]"],

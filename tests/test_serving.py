@@ -16,7 +16,7 @@ from attnbench.bench.presets import M2, NOT_STATED, PRESETS, TEXT01, from_model
 from attnbench.model import Model
 from attnbench.model.engine import Storage, cache_tensors, rollback, round_trip, saved_state
 from attnbench.report.tables.extra import presets_table
-from kernels.tolerance import assert_within
+from attnbench.kernels.tolerance import assert_within
 
 from helpers import compose_cfg
 

@@ -13,6 +13,7 @@ Subcommands (dispatched before Hydra sees the arguments):
     python -m attnbench report --all-experiments [--root DIR]
     python -m attnbench report --decision [--root DIR] [--out DIR]  # every experiment -> reports/decision/
     python -m attnbench dashboard entity=E project=P [exp=NAME] [name=TITLE] [--dry-run]
+    python -m attnbench export CHECKPOINT_FOLDER OUT_FOLDER  # a trained model -> a transformers folder (docs/external.md)
 
 Here: the entry points, the ``Guard`` callback and the resolvers Hydra's config names; the
 checks before a run are in cli/preflight.py, the run and its sinks in cli/run.py.
@@ -195,6 +196,27 @@ def report_main(argv: list[str]) -> int:
     return EXIT_BAD_INPUT if damaged else 0
 
 
+def export_main(argv: list[str]) -> int:
+    """``export``: a trained checkpoint folder -> a transformers folder (attnbench/external/export.py);
+    exit 2 with one line on stderr for a folder that is not a finished checkpoint."""
+    ap = argparse.ArgumentParser(
+        prog="python -m attnbench export", description="Export a trained attnbench model to a transformers folder."
+    )
+    ap.add_argument("checkpoint", type=Path, help="a folder with final.pt and record.json (attnbench/trained/<design>-<key>)")
+    ap.add_argument("out", type=Path, help="the folder to write (AutoModelForCausalLM.from_pretrained(out, trust_remote_code=True))")
+    args = ap.parse_args(argv)
+    from attnbench.external.export import export
+
+    try:
+        out = export(args.checkpoint, args.out)
+    except (FileNotFoundError, ValueError) as ex:
+        fail(f"export: {ex}")
+    print(
+        f"export: {out} (load with AutoModelForCausalLM.from_pretrained(..., trust_remote_code=True), or: transformers serve {out} --trust-remote-code)"
+    )
+    return 0
+
+
 def main(argv: list[str] | None = None) -> None:
     from attnbench.records.redact import mask_console
 
@@ -208,6 +230,8 @@ def main(argv: list[str] | None = None) -> None:
             name, code = ("SIGTERM", EXIT_SIGTERM) if isinstance(ex, Terminated) else ("SIGINT (Ctrl-C)", EXIT_SIGINT)
             print(f"attnbench: report: {name}; the report was not finished, rerun the same command", file=sys.stderr)
             sys.exit(code)
+    if argv and argv[0] == "export":
+        sys.exit(export_main(argv[1:]))
     if argv and argv[0] == "dashboard":
         from attnbench.tracking.dashboard import main as dashboard_main
 

@@ -333,9 +333,26 @@ class ScaleConfig:
     factors: List[int] = field(default_factory=lambda: [1, 4, 16])  # needle lengths, in multiples of the training length
 
 
+@dataclass
+class ExternalConfig:
+    """exp=needle_external / multihop_external: the tasks against a model attnbench did not train
+    in-process (attnbench/external/sources.py, attnbench/experiments/external.py)."""
+
+    model: str = ""  # attnbench:<checkpoint folder> | hf:<local model folder> | endpoint:<base URL, e.g. http://host:8000/v1>
+    served_name: str = ""  # the endpoint's model name (empty: the first the server lists)
+    api_key_env: str = "OPENAI_API_KEY"  # the environment variable the endpoint's key is read from; the key is written nowhere
+    render: str = "tokens"  # tokens: attnbench's token tasks as words (attnbench models, exported or not)
+    dtype: str = "float32"  # hf: the weights' dtype
+    batch: int = 8  # hf / attnbench: prompts of one length a forward pass
+    concurrency: int = 4  # endpoint: requests in flight
+    retries: int = 3  # endpoint: the client's retries (with backoff) before a request is recorded failed
+    timeout_s: float = 120.0  # endpoint: seconds a request may take
+    max_new_tokens: int = 2  # greedy tokens generated a request; the first is scored
+
+
 # Root sections added after run hashes were first recorded: left out of a run's config hash
 # while at their default, so the runs of every other experiment keep their hashes.
-ROOT_ADDED_AT_DEFAULT = {"scale": ScaleConfig}
+ROOT_ADDED_AT_DEFAULT = {"scale": ScaleConfig, "external": ExternalConfig}
 
 
 @dataclass
@@ -350,6 +367,7 @@ class RootConfig:
     eval: EvalConfig = field(default_factory=EvalConfig)
     kernels: KernelsConfig = field(default_factory=KernelsConfig)
     scale: ScaleConfig = field(default_factory=ScaleConfig)
+    external: ExternalConfig = field(default_factory=ExternalConfig)
     design: Optional[str] = None  # run only this design of the experiment (sweeps: design=a,b)
     seed: int = 0
     device: Device = Device.auto  # auto | cpu | cuda
