@@ -11,10 +11,13 @@ COMMON=(threads=1 wandb.mode=disabled)
 NEEDLE=(softmax-e088d84f15ecfe2d lightning_hybrid_h8-94a662842d5825f0)          # needle models, seed 0
 CHAIN=(softmax-48cfdb9b71dc3acd lightning_hybrid_h8-d2d189e7963be0d1)           # chain models, seed 0
 
-serve_and_run() {  # serve_and_run MODEL EXP RUN_DIR [overrides...]: the endpoint route
+# the endpoint route: serve_and_run MODEL EXP RUN_DIR [overrides...]. `transformers serve` is the console
+# script, not `python -m` here: that would put the repository root on sys.path, where kernels/ (attnbench's)
+# shadows the PyPI package `kernels` transformers imports.
+serve_and_run() {
   local m=$1 exp=$2 dir=$3; shift 3
   local port; port=$(python -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-  python -m transformers.cli.transformers serve "$X/exported/$m" --host 127.0.0.1 --port "$port" --device cpu \
+  transformers serve "$X/exported/$m" --host 127.0.0.1 --port "$port" --device cpu \
     --dtype float32 --trust-remote-code --log-level warning > "/tmp/serve_$m.log" 2>&1 &
   local pid=$!
   python -c "import sys, time, urllib.request
