@@ -34,6 +34,9 @@ EXPERIMENTS = {
     "needle_external": "attnbench.experiments.external",
     "multihop_external": "attnbench.experiments.external",
 }
+EXTERNAL = tuple(
+    name for name, module in EXPERIMENTS.items() if module == "attnbench.experiments.external"
+)  # external.model names the model
 TRAINER = "attnbench.experiments.train"  # the runner that trains one model (train.parallel needs it)
 
 # Experiments that read and write $ATTNBENCH_CACHE (checkpoints, task samples), by their runner

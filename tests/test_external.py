@@ -126,6 +126,15 @@ def test_bad_names_fail_in_one_line(tmp_path):
         assert "\n" not in str(err.value)
 
 
+def test_cli_refuses_a_bad_model_in_one_line(tmp_path):
+    """Before any work: exit 2, one line naming external.model, no run directory."""
+    run = tmp_path / "run"
+    cmd = [sys.executable, "-m", "attnbench", "+exp=needle_external", f"external.model=hf:{tmp_path / 'nope'}", f"hydra.run.dir={run}"]
+    out = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert out.returncode == 2 and out.stderr.strip().count("\n") == 0, out.stderr
+    assert "external.model=" in out.stderr and "is not a folder" in out.stderr and not run.exists()
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

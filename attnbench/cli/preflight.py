@@ -132,8 +132,16 @@ def preflight(cfg: DictConfig, run_dir: Path) -> None:
     """
     from attnbench.basics import cache_root
     from attnbench.experiments import CACHE_USERS, NEEDS_CUDA
+    from attnbench.names import EXTERNAL
 
     config_mod.validate(cfg)
+    if cfg.exp.name in EXTERNAL:  # the model it names exists (a folder, a server that answers): one line, no run directory
+        from attnbench.external.sources import SourceError, check
+
+        try:
+            check(str(cfg.external.model), cfg.external)
+        except SourceError as ex:
+            raise config_mod.ConfigError("external.model", cfg.external.model or None, str(ex).split(": ", 1)[-1]) from None
     if cfg.exp.name not in NEEDS_CUDA:  # those record their designs skipped instead
         check_backend(cfg)
     check_run_dir_path(run_dir)

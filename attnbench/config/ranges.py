@@ -93,7 +93,13 @@ RANGES: dict[str, dict[str, Range]] = {
         "chain_haystacks": COUNT,
         "factors": COUNT,
     },
-    "ExternalConfig": {"batch": MANY, "concurrency": Range(1, 1024), "retries": Range(0, 100), "timeout_s": POS, "max_new_tokens": Range(1, 4096)},
+    "ExternalConfig": {
+        "batch": MANY,
+        "concurrency": Range(1, 1024),
+        "retries": Range(0, 100),
+        "timeout_s": POS,
+        "max_new_tokens": Range(1, 4096),
+    },
     "WandbConfig": {"timeout_s": POS},
     "ReportConfig": {"pdf_timeout_s": POS},
     "KernelShapes": {

@@ -13,8 +13,8 @@ generate) with one ``Answer`` each: the generated text, its first token id where
 ids, prefill and decode seconds, and ``status`` measured or failed (with the reason: a failed,
 slow or refused request is never scored as a wrong answer). Decoding is greedy everywhere.
 
-``open_source`` checks the name before any work: a missing folder, a folder without a model or a
-server that does not answer fails in one line (``SourceError``).
+``check`` (which the CLI runs before a run starts, and ``open_source`` again) refuses a bad name in one line
+(``SourceError``): a missing folder, a folder without a model, a server that does not answer.
 """
 
 from __future__ import annotations
@@ -73,14 +73,40 @@ def parse_name(name: str) -> tuple[str, str]:
     return kind, where
 
 
+def check(name: str, ext) -> None:
+    """What ``open_source`` would refuse, found cheaply (no model loaded): the CLI calls it before a
+    run starts, so that a bad name fails in one line with no run directory made."""
+    kind, where = parse_name(name)
+    if kind == "endpoint":
+        import urllib.error
+        import urllib.request
+
+        url = where.rstrip("/") + "/models"
+        try:
+            urllib.request.urlopen(url, timeout=min(float(ext.timeout_s), 10.0)).close()
+        except urllib.error.HTTPError as e:
+            if e.code not in (401, 403):  # a server that wants a key still answers; the client sends it
+                raise SourceError(f"external.model={name!r}: {url} answered HTTP {e.code}") from None
+        except (OSError, ValueError) as e:
+            raise SourceError(f"external.model={name!r}: the server does not answer {url} ({type(e).__name__}: {str(e)[:120]})") from None
+        return
+    folder = Path(where).expanduser()
+    if not folder.is_dir():
+        raise SourceError(f"external.model={name!r}: {folder} is not a folder")
+    need = ("final.pt", "record.json") if kind == "attnbench" else ("config.json",)
+    missing = [f for f in need if not (folder / f).exists()]
+    if missing:
+        what = "a finished checkpoint" if kind == "attnbench" else "a transformers model folder"
+        raise SourceError(f"external.model={name!r}: {folder} has no {' or '.join(missing)} (not {what})")
+
+
 def open_source(name: str, ext, device: torch.device) -> Source:
     """The source ``name`` names (``ext`` the run's external config section)."""
+    check(name, ext)
     kind, where = parse_name(name)
     if kind == "endpoint":
         return Endpoint.connect(where, ext)
     folder = Path(where).expanduser()
-    if not folder.is_dir():
-        raise SourceError(f"external.model={name!r}: {folder} is not a folder")
     if kind == "attnbench":
         return InProcess.load(folder, device)
     return HFModel.load(folder, ext, device)
@@ -129,8 +155,6 @@ class HFModel(Source):
         transformers_ready()
         from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
-        if not (folder / "config.json").exists():
-            raise SourceError(f"external.model=hf:{folder}: no config.json there (not a transformers model folder)")
         config = AutoConfig.from_pretrained(folder, trust_remote_code=True, local_files_only=True)
         dtype = getattr(torch, str(ext.dtype))
         loaded: Any = AutoModelForCausalLM.from_pretrained(folder, trust_remote_code=True, local_files_only=True, dtype=dtype)
@@ -187,8 +211,6 @@ class InProcess(Source):
 
         from attnbench.model.backbone import Model
 
-        if not (folder / "final.pt").exists() or not (folder / "record.json").exists():
-            raise SourceError(f"external.model=attnbench:{folder}: not a finished checkpoint (needs final.pt and record.json)")
         record = json.loads((folder / "record.json").read_text())
         model = Model(OmegaConf.create(record["config"]["model"]), OmegaConf.create(record["config"]["design"]))
         model.load_state_dict(torch.load(folder / "final.pt", map_location="cpu", weights_only=True))

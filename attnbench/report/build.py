@@ -43,7 +43,7 @@ from attnbench.report.appendix import configs_file, environments_file, other_fil
 from attnbench.report.pages import breakable, column_parts, fewer_colours, repo_paths, repository_root
 from .pdf import PdfError, html_to_pdf
 from attnbench.report.tables.decision import DECISION_METRICS, decision_table
-from attnbench.report.tables.extra import other_table, presets_table, training_table
+from attnbench.report.tables.extra import EXTERNAL_METRICS, external_table, other_table, presets_table, training_table
 from attnbench.report.tables.readiness import serving_chain_table, serving_table
 
 
@@ -286,7 +286,13 @@ def build_report(
 
     t = time.perf_counter()
     df = data.records
-    shown = set(DECISION_METRICS) | set(SERVING_METRICS) | {m for f in FIGURES for m in f.metrics} | {"eval/budget_summary"}
+    shown = (
+        set(DECISION_METRICS)
+        | set(SERVING_METRICS)
+        | set(EXTERNAL_METRICS)
+        | {m for f in FIGURES for m in f.metrics}
+        | {"eval/budget_summary"}
+    )
     exps = sorted({str(e) for e in df["exp"].dropna()} | {str(h.get("exp")) for h in data.headers if h.get("exp")})
     times = [str(x) for x in df["time"].dropna()] + [str(f.get("ended")) for f in data.footers]
     claims = judge_all(df, data.train)
@@ -308,6 +314,7 @@ def build_report(
         "facts": facts(data),
         "decision": decision_table(df, data.train),
         "presets": presets_table(df),
+        "external": external_table(df),
         "serving": serving_table(df),
         "serving_chains": serving_chain_table(df),
         "claims": claims,

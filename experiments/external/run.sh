@@ -14,9 +14,10 @@ CHAIN=(softmax-48cfdb9b71dc3acd lightning_hybrid_h8-d2d189e7963be0d1)           
 # the endpoint route: serve_and_run MODEL EXP RUN_DIR [overrides...]. `transformers serve` is the console
 # script, not `python -m` here: that would put the repository root on sys.path, where kernels/ (attnbench's)
 # shadows the PyPI package `kernels` transformers imports.
+# The port is fixed (PORT): the URL is part of the run's config, so a rerun resumes the same run directory.
+PORT=8127
 serve_and_run() {
-  local m=$1 exp=$2 dir=$3; shift 3
-  local port; port=$(python -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  local m=$1 exp=$2 dir=$3 port=$PORT; shift 3
   transformers serve "$X/exported/$m" --host 127.0.0.1 --port "$port" --device cpu \
     --dtype float32 --trust-remote-code --log-level warning > "/tmp/serve_$m.log" 2>&1 &
   local pid=$!

@@ -140,3 +140,52 @@ def other_table(df: pd.DataFrame, shown: Iterable[str]) -> Table | None:
                 row.append(summarize(w))
         table.rows.append(row)
     return table
+
+
+EXTERNAL_METRICS = ("external/acc", "external/answer")
+
+
+def external_table(df: pd.DataFrame) -> Table | None:
+    """Models attnbench did not train in-process (exp=needle_external / multihop_external): one row a
+    model, task, length and hop count, apart from the trained models' tables and never judged."""
+    d = metric(df, "external/acc")
+    if d.empty:
+        return None
+    answers = metric(df, "external/answer")
+    table = Table(
+        "external",
+        [
+            ("", "model"),
+            ("", "task"),
+            ("", "length"),
+            ("", "hops"),
+            ("", "accuracy"),
+            ("requests", "scored"),
+            ("requests", "failed"),
+            ("seconds a request", "median"),
+        ],
+        note="External checkpoints (exp=needle_external, multihop_external): attnbench checkpoints in-process (attnbench:), "
+        "transformers folders (hf:) and OpenAI-compatible servers (endpoint:) on attnbench's own tasks, one request a probe, "
+        "the first generated word scored; 95% Wilson interval over requests. Not read by any verdict.",
+        keys=4,
+    )
+    hops = d["hops"] if "hops" in d.columns else pd.Series(float("nan"), index=d.index)
+    d = d.assign(h=hops.fillna(0).astype(int))
+    for (name, task, n, h), g in d.groupby([d["design"].astype(str), d["task"].astype(str), "context_len", "h"], sort=True):
+        r = g.iloc[-1]
+        if r["status"] != "measured":
+            cells = [Cell(str(r["status"]), kind=str(r["status"]), title=str(r.get("note") or ""))] + [Cell("—", kind="none")] * 3
+        else:
+            k, m = int(r["k"]), int(r["n"])
+            a = answers[(answers["design"].astype(str) == name) & (answers["context_len"] == n) & (answers["task"].astype(str) == task)]
+            if "hops" in a.columns and h:
+                a = a[a["hops"] == h]
+            secs = pd.to_numeric(a["total_s"], errors="coerce").dropna() if "total_s" in a.columns else pd.Series(dtype=float)
+            cells = [
+                Cell(f"{k / m:.2f}" if m else "—", sub=f"[{float(r['ci_low']):.2f}–{float(r['ci_high']):.2f}]", title=f"{k}/{m}"),
+                Cell(str(m)),
+                Cell(str(int(r.get("failed") or 0))),
+                Cell(f"{secs.median():.3g}" if len(secs) else "—"),
+            ]
+        table.rows.append([Cell(name), Cell(task), Cell(fmt_len(n)), Cell(str(h) if h else "—"), *cells])
+    return table
