@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pandas as pd
 import pytest
@@ -134,3 +135,20 @@ def test_no_verdict_reads_a_run_made_from_uncommitted_code(real):
     assert "checkout" in real.columns and real["checkout"].notna().any()
     kept, _, _ = judge.readable(real)
     assert not (kept["checkout"] == shipped.UNCOMMITTED).any()
+
+
+def test_the_brief_reads_what_the_verdicts_read(monkeypatch):
+    """The decision brief's table and bottom line come from judge.readable's records: a run from uncommitted code
+    (or an unshipped model) the verdicts set aside is set aside there too, and the brief's note says so."""
+    from attnbench.report import brief as brief_mod
+
+    base = {"exp": "needle_4m", "design": "softmax", "seed": 0, "metric": "niah/acc", "v": 1.0}
+    df = pd.DataFrame(
+        [{**base, "run_dir": "experiments/x/clean", "checkout": "committed"}]
+        + [{**base, "run_dir": "experiments/x/dirty", "checkout": "uncommitted"}]
+    )
+    seen: list[pd.DataFrame] = []
+    monkeypatch.setattr(brief_mod, "brief_table", lambda d, train: (seen.append(d), (None, {}))[1])
+    got = brief_mod.brief(df, pd.DataFrame(), [(SimpleNamespace(id="C1"), Verdict("supported"))])
+    assert len(seen) == 1 and set(seen[0]["run_dir"]) == {"experiments/x/clean"}
+    assert got is not None and "1 records of runs from uncommitted code" in got.note

@@ -210,18 +210,26 @@ def brief(
     """The brief of these records: ``df`` the records, ``train`` the checkpoints' training facts,
     ``claims`` the judged claims ((claim, verdict) pairs of verdicts.claims.judge_all), ``questions``
     the answered questions beside them (verdicts.claims.questions.judge_questions)."""
+    from attnbench.verdicts.claims.judge import readable
+
     measured = [(c, v) for c, v in claims if v.verdict != "not yet measured"]
-    table, picks = brief_table(df, train) if "exp" in df.columns else (None, {})
+    kept, aside, dirty = readable(df)  # the records the verdicts read: shipped models, code a reader can check out
+    table, picks = brief_table(kept, train) if "exp" in kept.columns else (None, {})
     if not measured and table is None:
         return None
-    lines = _bottom_line(picks, df, claims, train) if table is not None else []
+    lines = _bottom_line(picks, kept, claims, train) if table is not None else []
+    left = ([f"{len(aside)} unshipped model(s)"] if aside else []) + (
+        [f"{len(dirty)} records of runs from uncommitted code"] if len(dirty) else []
+    )
     return Brief(
         "Decision brief",
         lines,
         table=table,
         claims=[_claim_line(c, v) for c, v in measured],
         questions=[_claim_line(q, v) for q, v in questions or []],
-        note=f"Rows: the needle task models ({needle_exp(df)}) that learned their task; ★ the band's pick. " + CHEAPEST_RULE,
+        note=f"Rows: the needle task models ({needle_exp(df)}) that learned their task; ★ the band's pick. "
+        + CHEAPEST_RULE
+        + (f" Set aside, as the verdicts set them aside: {', '.join(left)}." if left else ""),
     )
 
 

@@ -34,7 +34,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from attnbench.report.readme import task_models, costs, cuda_runs, loaded, width_ladder, serving_rows, speed
+from attnbench.report.readme import task_models, costs, cuda_runs, loaded, width_ladder, serving_rows, speed, external_rows
 from attnbench.report.frame import RunData, load
 from attnbench.basics import fmt_len
 from attnbench.report.readme.registry import BLOCK, Problem, Tables
@@ -49,7 +49,7 @@ def merged(*modules) -> Tables:
     return out
 
 
-TABLES = merged(task_models, costs, cuda_runs, loaded, width_ladder, serving_rows, speed)
+TABLES = merged(task_models, costs, cuda_runs, loaded, width_ladder, serving_rows, speed, external_rows)
 ALLOW = re.compile(r"<!-- not from records:(?P<list>.*?)-->", re.S)
 # a number: digits with thousands commas or decimals, units after it allowed (9.5x, 64K, 38 min);
 # not the tail of an identifier (fp32, H200, C3, v0.1)
