@@ -256,6 +256,21 @@ def appendix(data: RunData, shown: set[str], budget: list[str], out_dir: Path) -
     }
 
 
+# the metrics the report's tables show (the figures add theirs): the appendix lists every other one
+SHOWN = set(DECISION_METRICS) | set(SERVING_METRICS) | set(EXTERNAL_METRICS) | {"eval/budget_summary"}
+
+
+def tables(df: pd.DataFrame, train: pd.DataFrame | None) -> dict:
+    """The report's tables beside the claims, by their names in the template."""
+    return {
+        "decision": decision_table(df, train),
+        "presets": presets_table(df),
+        "external": external_table(df),  # models attnbench did not train in-process: apart, never judged
+        "serving": serving_table(df),
+        "serving_chains": serving_chain_table(df),
+    }
+
+
 def build_report(
     names: Iterable[Path | str],
     out_dir: Path | str | None = None,
@@ -286,13 +301,7 @@ def build_report(
 
     t = time.perf_counter()
     df = data.records
-    shown = (
-        set(DECISION_METRICS)
-        | set(SERVING_METRICS)
-        | set(EXTERNAL_METRICS)
-        | {m for f in FIGURES for m in f.metrics}
-        | {"eval/budget_summary"}
-    )
+    shown = SHOWN | {m for f in FIGURES for m in f.metrics}
     exps = sorted({str(e) for e in df["exp"].dropna()} | {str(h.get("exp")) for h in data.headers if h.get("exp")})
     times = [str(x) for x in df["time"].dropna()] + [str(f.get("ended")) for f in data.footers]
     claims = judge_all(df, data.train)
@@ -312,11 +321,7 @@ def build_report(
         "last_record": max(times) if times else None,
         "run_states": run_states(data),
         "facts": facts(data),
-        "decision": decision_table(df, data.train),
-        "presets": presets_table(df),
-        "external": external_table(df),
-        "serving": serving_table(df),
-        "serving_chains": serving_chain_table(df),
+        **tables(df, data.train),
         "claims": claims,
         "claims_measured": [(c, v) for c, v in claims if v.verdict != "not yet measured"],  # the detail rows
         "questions": questions,
