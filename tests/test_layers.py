@@ -177,6 +177,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("config", ("attnbench.config",)),
     ("kernels", ("attnbench.kernels",)),
     ("model", ("attnbench.model",)),
+    # models attnbench did not train in-process: attnbench's Model as a transformers model, sources, the token renderer
+    ("external", ("attnbench.external",)),
     # the cost formulas each spec names (specs -> op_costs; the cost model reads the specs)
     ("op costs", ("attnbench.bench.cost_terms", "attnbench.bench.op_costs", "attnbench.bench.presets", "attnbench.bench.memory")),
     ("specs", ("attnbench.specs",)),
