@@ -341,7 +341,8 @@ class ExternalConfig:
     model: str = ""  # attnbench:<checkpoint folder> | hf:<local model folder> | endpoint:<base URL, e.g. http://host:8000/v1>
     served_name: str = ""  # the endpoint's model name (empty: the first the server lists)
     api_key_env: str = "OPENAI_API_KEY"  # the environment variable the endpoint's key is read from; the key is written nowhere
-    render: str = "tokens"  # tokens: attnbench's token tasks as words (attnbench models, exported or not)
+    render: str = "tokens"  # tokens: attnbench's token tasks as words (attnbench models, exported or not); text: as prose (external/prose.py)
+    tokenizer: str = ""  # render=text: a local tokenizer folder to count lengths in (an endpoint's model; empty: the hf folder's own)
     dtype: str = "float32"  # hf: the weights' dtype
     batch: int = 8  # hf / attnbench: prompts of one length a forward pass
     concurrency: int = 4  # endpoint: requests in flight
@@ -353,6 +354,7 @@ class ExternalConfig:
 # Root sections added after run hashes were first recorded: left out of a run's config hash
 # while at their default, so the runs of every other experiment keep their hashes.
 ROOT_ADDED_AT_DEFAULT = {"scale": ScaleConfig, "external": ExternalConfig}
+SECTION_ADDED_AT_DEFAULT = {"external": {"tokenizer": ""}}  # fields added to a root section later: left out of the hash at their default
 
 
 @dataclass
@@ -399,6 +401,9 @@ def hashed_sections(cfg: dict) -> dict:
     for key, schema in ROOT_ADDED_AT_DEFAULT.items():
         if key in out and out[key] == OmegaConf.to_container(OmegaConf.structured(schema), enum_to_str=True):
             del out[key]
+    for key, added in SECTION_ADDED_AT_DEFAULT.items():
+        if isinstance(out.get(key), dict):
+            out[key] = {k: v for k, v in out[key].items() if not (k in added and v == added[k])}
     return out
 
 

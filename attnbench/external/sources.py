@@ -77,6 +77,7 @@ def check(name: str, ext) -> None:
     """What ``open_source`` would refuse, found cheaply (no model loaded): the CLI calls it before a
     run starts, so that a bad name fails in one line with no run directory made."""
     kind, where = parse_name(name)
+    _check_render(kind, ext)
     if kind == "endpoint":
         import urllib.error
         import urllib.request
@@ -100,6 +101,43 @@ def check(name: str, ext) -> None:
         raise SourceError(f"external.model={name!r}: {folder} has no {' or '.join(missing)} (not {what})")
 
 
+RENDERS = ("tokens", "text")
+
+
+def _check_render(kind: str, ext) -> None:
+    render = str(getattr(ext, "render", "tokens"))
+    if render not in RENDERS:
+        raise SourceError(f"external.render={render!r}: expected one of {', '.join(RENDERS)}")
+    if render != "text":
+        return
+    if kind == "attnbench":
+        raise SourceError("an attnbench checkpoint reads token ids: use the token renderer (external.render=tokens)")
+    folder = str(getattr(ext, "tokenizer", "") or "")
+    if kind == "endpoint" and not folder:
+        raise SourceError("external.render=text against an endpoint counts lengths in the model's tokens: set external.tokenizer=<local tokenizer folder>")
+    if folder and not Path(folder).expanduser().is_dir():
+        raise SourceError(f"external.tokenizer={folder!r} is not a folder")
+
+
+def text_tokenizer(source: "Source", ext):
+    """The tokenizer the text renderer counts lengths in: external.tokenizer's (a local folder) where
+    set, else the source's own (a transformers folder's)."""
+    folder = str(getattr(ext, "tokenizer", "") or "")
+    if folder:
+        from attnbench.external import transformers_ready
+
+        transformers_ready()
+        from transformers import AutoTokenizer
+
+        tok = AutoTokenizer.from_pretrained(Path(folder).expanduser(), trust_remote_code=True, local_files_only=True)
+        source.identity["tokenizer_path"] = folder
+        source.identity.setdefault("tokenizer", type(tok).__name__)
+        return tok
+    if getattr(source, "tokenizer", None) is None:
+        raise SourceError(f"{source.kind}:{source.where} has no tokenizer to count a text prompt's tokens: set external.tokenizer")
+    return source.tokenizer
+
+
 def open_source(name: str, ext, device: torch.device) -> Source:
     """The source ``name`` names (``ext`` the run's external config section)."""
     check(name, ext)
@@ -116,17 +154,21 @@ def _greedy(model, ids: torch.Tensor, n: int, use_cache: bool) -> tuple[torch.Te
     """Greedy continuation of ids (B, T) by n tokens: (B, n) ids, prefill seconds, decode seconds.
 
     Written out rather than ``model.generate`` because the two phases are timed apart (prefill:
-    the prompt's forward pass to the first token; decode: the rest)."""
+    the prompt's forward pass to the first token; decode: the rest). The cache goes by the name the
+    model's forward takes (transformers 5.x renamed ``past_key_values`` to ``cache``)."""
+    import inspect
+
+    name = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
     with torch.no_grad():
         t0 = time.perf_counter()
         out = model(input_ids=ids, use_cache=use_cache) if use_cache else model(input_ids=ids)
         nxt = out.logits[:, -1].argmax(-1, keepdim=True)  # (B, 1)
         t1 = time.perf_counter()
-        got, seq, past = [nxt], ids, getattr(out, "past_key_values", None) if use_cache else None
+        got, seq, past = [nxt], ids, getattr(out, name, None) if use_cache else None
         for _ in range(n - 1):
             seq = torch.cat([seq, nxt], 1)
-            out = model(input_ids=nxt, past_key_values=past, use_cache=True) if past is not None else model(input_ids=seq)
-            past = getattr(out, "past_key_values", None) if past is not None else None
+            out = model(input_ids=nxt, use_cache=True, **{name: past}) if past is not None else model(input_ids=seq)
+            past = getattr(out, name, None) if past is not None else None
             nxt = out.logits[:, -1].argmax(-1, keepdim=True)
             got.append(nxt)
         return torch.cat(got, 1), t1 - t0, time.perf_counter() - t1
@@ -176,7 +218,8 @@ class HFModel(Source):
         return cls("hf", str(folder), identity, model, tok, device, int(ext.batch))
 
     def answer(self, requests: list[Request]) -> list[Answer]:
-        ids = [r.ids if r.ids is not None else self.tokenizer(r.text, add_special_tokens=False)["input_ids"] for r in requests]
+        # a text prompt is tokenized as a server would (special tokens added), the way the text renderer counted it
+        ids = [r.ids if r.ids is not None else self.tokenizer(r.text)["input_ids"] for r in requests]
         use_cache = bool(getattr(self.model.generation_config, "use_cache", True))
         out: list[Answer] = [Answer() for _ in requests]
         for group in _by_length(requests, [len(x) for x in ids], self.batch):
@@ -247,6 +290,9 @@ class _Logits:
         self.model = model
 
     def __call__(self, input_ids, **_):
+        return self.model(input_ids)
+
+    def forward(self, input_ids):  # the signature _greedy reads
         return self.model(input_ids)
 
 
