@@ -195,7 +195,10 @@ def _context(cfg: DictConfig, run_dir: Path, recorder, device, main: bool) -> Ru
             markup=False,
             highlight=False,
         )
-    ctx.console.print(f"attnbench exp={cfg.exp.name} designs={','.join(ctx.design_names)} device={device} run_dir={run_dir}")
+    from attnbench.names import EXTERNAL
+
+    what = f"model={cfg.external.model}" if cfg.exp.name in EXTERNAL else f"designs={','.join(ctx.design_names)}"  # an external run has no design
+    ctx.console.print(f"attnbench exp={cfg.exp.name} {what} device={device} run_dir={run_dir}")
     return ctx
 
 
