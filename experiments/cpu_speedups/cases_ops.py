@@ -225,3 +225,102 @@ def moe_forward(calls: int, T: int = 16384):
                 **alternate(lambda: old_forward(x), lambda: moe(x), calls),
             )
         ]
+
+
+def _two_triangles(q, k, v, window: int, scale=None):
+    """Sliding-window attention as two causal flash calls a block of ``window`` queries, merged by
+    their log-sum-exps (a probe, issue 42 item 2; not shipped): the block's own keys (causal) and
+    the window's keys before it (reversed in order, so that its band is causal too). Together
+    they compute exactly the band; blocks without a full window before them use the reference."""
+    from attnbench.kernels.sliding_window.reference import sliding_window_attn
+
+    flash = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu
+    T, S, W, rep = q.shape[2], k.shape[2], window, q.shape[1] // k.shape[1]
+    off = S - T
+    ta = min(T, max(0, W - 1 - off))
+    n = (T - ta) // W
+    parts = [sliding_window_attn(q[:, :, :ta], k[:, :, : off + ta], v[:, :, : off + ta], W, scale=scale)] if ta else []
+    for b in range(n):
+        t0 = ta + b * W
+        p0 = off + t0
+        qb = q[:, :, t0 : t0 + W]
+        o_d, l_d = flash(
+            qb, k[:, :, p0 : p0 + W].repeat_interleave(rep, 1), v[:, :, p0 : p0 + W].repeat_interleave(rep, 1), 0.0, True, scale=scale
+        )
+        kl, vl = (x[:, :, p0 - W + 1 : p0].flip(2).repeat_interleave(rep, 1) for x in (k, v))
+        o_l, l_l = flash(qb[:, :, : W - 1].flip(2), kl, vl, 0.0, True, scale=scale)
+        o_l, l_l, l_0 = o_l.flip(2), l_l.flip(2), l_d[:, :, : W - 1]
+        lse = torch.logaddexp(l_0, l_l)
+        o = o_d.clone()
+        o[:, :, : W - 1] = o_d[:, :, : W - 1] * torch.exp(l_0 - lse)[..., None] + o_l * torch.exp(l_l - lse)[..., None]
+        parts.append(o)
+    if ta + n * W < T:
+        parts.append(sliding_window_attn(q[:, :, ta + n * W :], k, v, W, scale=scale))
+    return torch.cat(parts, 2)
+
+
+def sliding_window_op(calls: int, variant: str = "two_triangles", T: int = 65536, window: int = 1024):
+    """sliding_window_attn at kernels_cpu's 64K shape (B 1, H 8, Hkv 2, D 64) against a variant:
+    two_triangles (_two_triangles) or block64 (query blocks of 64 instead of window / 8 = 128)."""
+    from attnbench.kernels.sliding_window import reference as ref
+
+    g = torch.Generator().manual_seed(0)
+    q = torch.randn(1, 8, T, 64, generator=g)
+    k, v = (torch.randn(1, 2, T, 64, generator=g) for _ in range(2))
+
+    def block64(q, k, v, w):
+        saved, ref.query_block = ref.query_block, lambda _w: 64
+        try:
+            return ref.sliding_window_attn(q, k, v, w)
+        finally:
+            ref.query_block = saved
+
+    new_f = {"two_triangles": _two_triangles, "block64": block64}[variant]
+    with torch.no_grad():
+        close(new_f(q, k, v, window), ref.sliding_window_attn(q, k, v, window), "o")
+        return [
+            dict(
+                design="sliding_window",
+                metric="speedup/sliding_window_op",
+                unit="x",
+                context_len=T,
+                heads=8,
+                kv_heads=2,
+                head_dim=64,
+                window=window,
+                what="sliding_window_attn forward, B 1, fp32, one thread",
+                old="the reference: SDPA with a band mask a block of window / 8 = 128 queries",
+                new={
+                    "two_triangles": "two causal flash calls a block of window queries, merged by log-sum-exp",
+                    "block64": "the reference with blocks of 64 queries",
+                }[variant],
+                **alternate(lambda: ref.sliding_window_attn(q, k, v, window), lambda: new_f(q, k, v, window), calls),
+            )
+        ]
+
+
+def lightning_chunk(calls: int, chunk: int = 64, H: int = 8, D: int = 64, T: int = 65536):
+    """lightning_attn at kernels_cpu's 64K shape with its own chunk (chunk_for(D) = 128 at D 64) against ``chunk``."""
+    from attnbench.kernels.lightning import reference as ref
+    from attnbench.model.lightning import decay_rates
+
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(1, H, T, D, generator=g) for _ in range(3))
+    decay = decay_rates(H, 0, 8)
+    with torch.no_grad():
+        (a, sa), (b, sb) = ref.lightning_attn(q, k, v, decay), ref.lightning_attn(q, k, v, decay, chunk=chunk)
+        close(b, a, "o"), close(sb, sa, "state")
+        return [
+            dict(
+                design="lightning",
+                metric="speedup/lightning_op",
+                unit="x",
+                context_len=T,
+                heads=H,
+                head_dim=D,
+                what="lightning_attn forward, B 1, fp32, one thread",
+                old=f"chunk_for({D}) = {ref.chunk_for(D)}",
+                new=f"chunk {chunk} (the cost model's fused chunk: its least FLOPs)",
+                **alternate(lambda: ref.lightning_attn(q, k, v, decay), lambda: ref.lightning_attn(q, k, v, decay, chunk=chunk), calls),
+            )
+        ]

@@ -25,11 +25,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the cases import
 
 from experiments.cpu_speedups.cases_ops import (  # noqa: E402
     SESSION_10,
+    lightning_chunk,
     lightning_op,
     lightning_scan,
     moe_forward,
     msa_op,
     msa_select_tiles,
+    sliding_window_op,
     softmax_decode,
 )
 from experiments.cpu_speedups.cases_prefill import (  # noqa: E402
@@ -70,6 +72,9 @@ CASES: dict[str, Callable[[int], list[dict[str, Any]]]] = {
     "msa_attn_fused_m": lambda c: msa_op(c, rev=SESSION_10),
     "msa_select_rows": lambda c: msa_op(c, "select"),
     "prefill_chunks": lambda c: prefill_chunks(1),  # one 4M prefill (~2 min)
+    "sliding_window_two_triangles": sliding_window_op,  # issue 42 item 2: kernels_cpu's 64K shape
+    "sliding_window_block64": lambda c: sliding_window_op(c, "block64"),
+    "lightning_chunk64_d64": lightning_chunk,
     **{
         f"msa_select_tiles_{r}x{k}": functools.partial(msa_select_tiles, rows=r, keys=k)
         for r, k in ((512, 256), (256, 512), (1024, 256), (256, 1024), (1024, 512))
