@@ -305,7 +305,7 @@ def lightning_chunk(calls: int, chunk: int = 64, H: int = 8, D: int = 64, T: int
     from attnbench.model.lightning import decay_rates
 
     g = torch.Generator().manual_seed(0)
-    q, k, v = (torch.randn(1, H, T, D, generator=g) for _ in range(3))
+    q, k, v = (torch.nn.functional.silu(torch.randn(1, H, T, D, generator=g)) for _ in range(3))  # as lightning_op's
     decay = decay_rates(H, 0, 8)
     with torch.no_grad():
         (a, sa), (b, sb) = ref.lightning_attn(q, k, v, decay), ref.lightning_attn(q, k, v, decay, chunk=chunk)
