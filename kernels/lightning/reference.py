@@ -17,10 +17,12 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-# Chunk length C = 2 D within [32, 128]: the intra-chunk (C x C) work per token grows with C,
-# the per-chunk (D x D) state work per token with D^2 / C. Fastest on the 2-core CPU for D = 8,
-# 32 and 64 (experiments/cpu_speedups); the Triton kernel keeps its own CHUNK.
-CHUNK_MIN, CHUNK_MAX = 32, 128
+# Chunk length C = 2 D within [32, 64]: the intra-chunk (C x C) work per token grows with C,
+# the per-chunk (D x D) state work per token with D^2 / C. Fastest on the 2-core CPU for D = 8
+# and 32 (experiments/cpu_speedups); at D = 64, C = 64 (the least FLOPs: as much intra-chunk as
+# state work) is 1.12x faster than 128 at 64K tokens on one thread (case lightning_chunk64_d64).
+# The Triton kernel keeps its own CHUNK.
+CHUNK_MIN, CHUNK_MAX = 32, 64
 # Tokens in flight: a tile's (pairs, tokens, C) scores stay within this many bytes, so the
 # big intermediates stay close to the cores' caches and, without attnbench.heap's malloc
 # settings, below glibc's 32 MiB mmap threshold (fresh pages to fault in on every call). 16 MiB
