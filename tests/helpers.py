@@ -14,6 +14,24 @@ def compose_cfg(overrides: list[str]):
         return compose(config_name="config", overrides=overrides)
 
 
+def run_in_process(cfg, run) -> list[dict]:
+    """Run a composed config into the directory ``run`` as the CLI does (its checks first), restore
+    torch's thread count after it (a run sets its own), and return the run's JSON lines."""
+    import json
+
+    import torch
+
+    from attnbench.cli import main as cli, preflight
+
+    threads = torch.get_num_threads()
+    try:
+        preflight.prepare(cfg, run)
+        cli.run(cfg, run)
+    finally:
+        torch.set_num_threads(threads)
+    return [json.loads(line) for line in (run / "results.jsonl").read_text().splitlines()]
+
+
 # The tiny backbone and task of the training tests (a few steps on 2 CPU cores).
 TINY_BACKBONE = [
     "model.d_model=32",

@@ -21,10 +21,9 @@ import numpy as np
 import pytest
 import torch
 
-from attnbench.cli import main as cli, preflight
 from attnbench.training.checkpoints import SHIPPED
 
-from helpers import compose_cfg
+from helpers import compose_cfg, run_in_process
 
 pytest.importorskip("transformers")
 
@@ -158,13 +157,7 @@ def _run(tmp_path, overrides: list[str], run: Path):
             *overrides,
         ]
     )
-    threads = torch.get_num_threads()
-    try:
-        preflight.prepare(cfg, run)
-        cli.run(cfg, run)
-    finally:
-        torch.set_num_threads(threads)
-    return [json.loads(line) for line in (run / "results.jsonl").read_text().splitlines()]
+    return run_in_process(cfg, run)
 
 
 def _answers(lines) -> dict[str, int | None]:

@@ -8,19 +8,17 @@ random tiny Llama saved beside it (its answers are noise: the test is of the har
 
 from __future__ import annotations
 
-import json
 import re
 
 import numpy as np
 import pytest
 import torch
 
-from attnbench.cli import main as cli, preflight
 from attnbench.external import prose
 from attnbench.tasks.generate import task_samples
 from attnbench.tasks.vocab import Vocab
 
-from helpers import compose_cfg
+from helpers import compose_cfg, run_in_process
 
 pytest.importorskip("transformers")
 
@@ -40,7 +38,9 @@ def tokenizer():
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
     special = ["<s>", "</s>", "<pad>"]
-    tok.train_from_iterator(corpus, trainers.BpeTrainer(vocab_size=600, special_tokens=special, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    tok.train_from_iterator(
+        corpus, trainers.BpeTrainer(vocab_size=600, special_tokens=special, initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    )
     tok.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", tok.token_to_id("<s>"))])
     return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", pad_token="<pad>")
 
@@ -48,7 +48,11 @@ def tokenizer():
 def _render(tokenizer, task: str, length: int, seed: int, hops: int = 1, depths=(0.0, 0.3, 0.5, 0.9, 1.0)):
     vocab = Vocab()
     samples = task_samples(np.random.default_rng(seed), vocab, length, task, depths=list(depths), hops=hops, chains=2)
-    return [(prose.render(task, s, p, vocab, tokenizer, length, np.random.default_rng([seed, i])), p) for i, s in enumerate(samples) for p in s.probes]
+    return [
+        (prose.render(task, s, p, vocab, tokenizer, length, np.random.default_rng([seed, i])), p)
+        for i, s in enumerate(samples)
+        for p in s.probes
+    ]
 
 
 @pytest.mark.parametrize("length", [500, 1000, 5000])
@@ -127,8 +131,15 @@ def llama(tokenizer, tmp_path_factory):
 
     folder = tmp_path_factory.mktemp("llama")
     config = LlamaConfig(
-        vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
-        num_key_value_heads=2, max_position_embeddings=4096, bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=4096,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
     )
     torch.manual_seed(0)
     LlamaForCausalLM(config).save_pretrained(folder)
@@ -137,14 +148,9 @@ def llama(tokenizer, tmp_path_factory):
 
 
 def _run(run, overrides):
-    cfg = compose_cfg(["+exp=needle_external", "threads=1", "report.enabled=false", "wandb.mode=disabled", *overrides])
-    threads = torch.get_num_threads()
-    try:
-        preflight.prepare(cfg, run)
-        cli.run(cfg, run)
-    finally:
-        torch.set_num_threads(threads)
-    return [json.loads(line) for line in (run / "results.jsonl").read_text().splitlines()]
+    return run_in_process(
+        compose_cfg(["+exp=needle_external", "threads=1", "report.enabled=false", "wandb.mode=disabled", *overrides]), run
+    )
 
 
 def test_a_text_run_against_a_transformers_folder(llama, tmp_path, monkeypatch):
@@ -155,7 +161,13 @@ def test_a_text_run_against_a_transformers_folder(llama, tmp_path, monkeypatch):
     from wandb_files import read_runs
 
     monkeypatch.setenv("ATTNBENCH_CACHE", str(tmp_path / "cache"))
-    over = [f"external.model=hf:{llama}", "external.render=text", "eval.context_lens=[256,512]", "eval.haystacks=2", "eval.depths=[0.2,0.8]"]
+    over = [
+        f"external.model=hf:{llama}",
+        "external.render=text",
+        "eval.context_lens=[256,512]",
+        "eval.haystacks=2",
+        "eval.depths=[0.2,0.8]",
+    ]
     lines = _run(tmp_path / "run", over)
     answers = [r for r in lines if r.get("metric") == "external/answer"]
     assert len(answers) == 8 and all(r["status"] == "measured" and r["render"] == "text" for r in answers)

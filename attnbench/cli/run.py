@@ -197,7 +197,8 @@ def _context(cfg: DictConfig, run_dir: Path, recorder, device, main: bool) -> Ru
         )
     from attnbench.names import EXTERNAL
 
-    what = f"model={cfg.external.model}" if cfg.exp.name in EXTERNAL else f"designs={','.join(ctx.design_names)}"  # an external run has no design
+    # an external run has no design: its line names the model
+    what = f"model={cfg.external.model}" if cfg.exp.name in EXTERNAL else f"designs={','.join(ctx.design_names)}"
     ctx.console.print(f"attnbench exp={cfg.exp.name} {what} device={device} run_dir={run_dir}")
     return ctx
 

@@ -341,7 +341,9 @@ class ExternalConfig:
     model: str = ""  # attnbench:<checkpoint folder> | hf:<local model folder> | endpoint:<base URL, e.g. http://host:8000/v1>
     served_name: str = ""  # the endpoint's model name (empty: the first the server lists)
     api_key_env: str = "OPENAI_API_KEY"  # the environment variable the endpoint's key is read from; the key is written nowhere
-    render: str = "tokens"  # tokens: attnbench's token tasks as words (attnbench models, exported or not); text: as prose (external/prose.py)
+    render: str = (
+        "tokens"  # tokens: attnbench's token tasks as words (attnbench models, exported or not); text: as prose (external/prose.py)
+    )
     tokenizer: str = ""  # render=text: a local tokenizer folder to count lengths in (an endpoint's model; empty: the hf folder's own)
     dtype: str = "float32"  # hf: the weights' dtype
     batch: int = 8  # hf / attnbench: prompts of one length a forward pass

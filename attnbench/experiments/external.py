@@ -111,7 +111,7 @@ def _answer_fields(a: Answer, target: str, table: list[str] | None) -> tuple[int
     else:
         first = a.first_id if a.first_id is not None else parse(a.text, table)
         got = table[first] if 0 <= first < len(table) else a.text[:40]
-    fields = {"prompt_tokens": a.prompt_tokens, "prefill_s": a.prefill_s, "decode_s": a.decode_s, "total_s": a.total_s}
+    fields: dict = {"prompt_tokens": a.prompt_tokens, "prefill_s": a.prefill_s, "decode_s": a.decode_s, "total_s": a.total_s}
     fields.update(target=target, answer=got)
     if a.status != "measured":
         return None, {**fields, "reason": a.reason}
@@ -147,7 +147,9 @@ def _check_vocab(source: Source, vocab, name: str) -> None:
     known = source.identity.get("task")  # the vocabulary an attnbench model (exported or not) was trained on
     mine = {"n_keys": vocab.n_keys, "n_values": vocab.n_values, "n_filler": vocab.n_filler}
     if known and {k: known[k] for k in mine} != mine:
-        raise SourceError(f"{name} was trained on the task vocabulary {known}; this run's task config differs (task.n_keys, n_values, n_filler)")
+        raise SourceError(
+            f"{name} was trained on the task vocabulary {known}; this run's task config differs (task.n_keys, n_values, n_filler)"
+        )
 
 
 def _ask(ctx, name: str, source: Source, reqs, table, common: dict) -> tuple[dict[str, dict], int]:
@@ -188,6 +190,7 @@ def _accuracy(done: dict[str, dict]) -> dict:
 
 def run(ctx) -> None:
     cfg = ctx.cfg
+    seen: list[tuple[int, float]]
     source = open_source(str(cfg.external.model), cfg.external, ctx.device)  # a bad name fails here, in one line
     name, vocab = label(source), vocab_of(cfg)
     text = str(cfg.external.render) == "text"
@@ -196,7 +199,7 @@ def run(ctx) -> None:
     if not text:
         _check_vocab(source, vocab, name)
     common = {"external": True, "model_source": source.identity, "render": cfg.external.render}
-    max_ctx, seen = source.identity.get("max_context"), []
+    max_ctx, seen = source.identity.get("max_context"), []  # seen: (length, seconds a request) of this run's cells
     ctx.console.print(f"{cfg.exp.name}: {name} ({source.kind}, {source.where}, {cfg.external.render} renderer)")
     for cell in _cells(cfg):
         acc_cell = ctx.cell(design=name, metric="external/acc", **cell)
@@ -217,8 +220,12 @@ def run(ctx) -> None:
             seen.append((cell["context_len"], wall / asked))
         acc = _accuracy(done)
         k, n, lo, hi = acc["k"], acc["n"], acc["ci_low"], acc["ci_high"]
-        acc_cell.record(name, "external/acc", k / n if n else None, "fraction", "measured" if n else "failed", **cell, **common, **acc, wall_s=wall)
+        acc_cell.record(
+            name, "external/acc", k / n if n else None, "fraction", "measured" if n else "failed", **cell, **common, **acc, wall_s=wall
+        )
         acc_cell.commit()
         hops = f", {cell['hops']} hops" if cell["hops"] else ""
         failed = f", {acc['failed']} failed" if acc["failed"] else ""
-        ctx.console.print(f"  {cell['task']} at {cell['context_len']:,}{hops}: {k}/{n} = {k / max(n, 1):.2f} [{lo:.2f}-{hi:.2f}]{failed} ({asked} requests now, {wall:.1f} s)")
+        ctx.console.print(
+            f"  {cell['task']} at {cell['context_len']:,}{hops}: {k}/{n} = {k / max(n, 1):.2f} [{lo:.2f}-{hi:.2f}]{failed} ({asked} requests now, {wall:.1f} s)"
+        )

@@ -35,13 +35,25 @@ from attnbench.tasks.vocab import N_SPECIAL, Vocab
 TASKS = ("niah_single", "niah_multikey", "chain")  # the generated tasks this renderer writes as prose
 
 # Filler: "<subject> <verb> <object> <place> <time>." from these lists, drawn by the haystack's rng.
-SUBJECTS = "the old ferryman|a quiet neighbour|the baker's daughter|our teacher|the night clerk|a tired traveller|the gardener|my uncle|the young painter|a street musician|the harbour master|the librarian".split("|")
+SUBJECTS = "the old ferryman|a quiet neighbour|the baker's daughter|our teacher|the night clerk|a tired traveller|the gardener|my uncle|the young painter|a street musician|the harbour master|the librarian".split(
+    "|"
+)
 VERBS = "mended|carried|painted|counted|sold|found|polished|folded|wrapped|measured|repaired|borrowed".split("|")
-OBJECTS = "a wooden chair|the fishing nets|two baskets of apples|an old map|the blue lantern|a stack of letters|the kitchen table|a pair of boots|the garden gate|a box of candles|the ship's rope|a heavy coat".split("|")
-PLACES = "by the river|in the market square|behind the mill|near the station|on the hill road|in the back room|at the harbour|under the bridge|beside the chapel|in the orchard|at the crossroads|on the top floor".split("|")
-TIMES = "at dawn|after supper|before the rain|on a Sunday|late in the evening|in early spring|during the fair|at noon|one winter morning|while the bells rang|the day before|in the autumn".split("|")
-ADJECTIVES = "amber|brisk|cobalt|dusty|eager|frosty|gentle|hollow|ivory|jolly|keen|lunar|misty|noble|olive|proud|quiet|rusty|silver|tawny|umber|vivid|woolen|young|zesty|bold|calm|dark|early|faint|grand|humble".split("|")
-NOUNS = "falcon|harbor|lantern|meadow|pebble|quarry|raven|saddle|thistle|walnut|anchor|beacon|candle|dagger|ember|fable|garnet|hazel|island|jasper|kettle|ledger|marble|nectar|orchard|parcel|quill|ribbon|summit|tunnel|violet|willow".split("|")
+OBJECTS = "a wooden chair|the fishing nets|two baskets of apples|an old map|the blue lantern|a stack of letters|the kitchen table|a pair of boots|the garden gate|a box of candles|the ship's rope|a heavy coat".split(
+    "|"
+)
+PLACES = "by the river|in the market square|behind the mill|near the station|on the hill road|in the back room|at the harbour|under the bridge|beside the chapel|in the orchard|at the crossroads|on the top floor".split(
+    "|"
+)
+TIMES = "at dawn|after supper|before the rain|on a Sunday|late in the evening|in early spring|during the fair|at noon|one winter morning|while the bells rang|the day before|in the autumn".split(
+    "|"
+)
+ADJECTIVES = "amber|brisk|cobalt|dusty|eager|frosty|gentle|hollow|ivory|jolly|keen|lunar|misty|noble|olive|proud|quiet|rusty|silver|tawny|umber|vivid|woolen|young|zesty|bold|calm|dark|early|faint|grand|humble".split(
+    "|"
+)
+NOUNS = "falcon|harbor|lantern|meadow|pebble|quarry|raven|saddle|thistle|walnut|anchor|beacon|candle|dagger|ember|fable|garnet|hazel|island|jasper|kettle|ledger|marble|nectar|orchard|parcel|quill|ribbon|summit|tunnel|violet|willow".split(
+    "|"
+)
 
 NUMBER = re.compile(r"\d+")
 
@@ -99,9 +111,7 @@ class Prompt:
 def _niah(sample: Sample, probe: Probe, names: Names, vocab: Vocab) -> tuple[str, list[tuple[float, str]], str, str]:
     key = probe.tokens[-1] - N_SPECIAL
     value = [t for t in probe.targets if t >= 0][0] - N_SPECIAL - vocab.n_keys
-    head = (
-        "Some special magic numbers are hidden in the text below. Memorize them: you will be asked for one of them.\n"
-    )
+    head = "Some special magic numbers are hidden in the text below. Memorize them: you will be asked for one of them.\n"
     body = [(n.depth, f"The special magic number for {names.keys[n.key]} is {names.numbers[n.value]}.") for n in needles(sample, vocab)]
     tail = (
         f"\nWhat is the special magic number for {names.keys[key]} mentioned in the text above? Answer with the number only.\n"

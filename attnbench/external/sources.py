@@ -114,7 +114,9 @@ def _check_render(kind: str, ext) -> None:
         raise SourceError("an attnbench checkpoint reads token ids: use the token renderer (external.render=tokens)")
     folder = str(getattr(ext, "tokenizer", "") or "")
     if kind == "endpoint" and not folder:
-        raise SourceError("external.render=text against an endpoint counts lengths in the model's tokens: set external.tokenizer=<local tokenizer folder>")
+        raise SourceError(
+            "external.render=text against an endpoint counts lengths in the model's tokens: set external.tokenizer=<local tokenizer folder>"
+        )
     if folder and not Path(folder).expanduser().is_dir():
         raise SourceError(f"external.tokenizer={folder!r} is not a folder")
 
@@ -133,9 +135,10 @@ def text_tokenizer(source: "Source", ext):
         source.identity["tokenizer_path"] = folder
         source.identity.setdefault("tokenizer", type(tok).__name__)
         return tok
-    if getattr(source, "tokenizer", None) is None:
+    own = getattr(source, "tokenizer", None)
+    if own is None:
         raise SourceError(f"{source.kind}:{source.where} has no tokenizer to count a text prompt's tokens: set external.tokenizer")
-    return source.tokenizer
+    return own
 
 
 def open_source(name: str, ext, device: torch.device) -> Source:
