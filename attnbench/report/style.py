@@ -173,6 +173,41 @@ def figure_legend(fig: Figure, statuses: Iterable[str] = (), ncols: int = 3) -> 
 AXES_SHARE = 0.55  # of the figure's area its axes keep when the legend below it grows (the test asks 0.5)
 
 
+# Offsets (points) a point's label tries in turn: right-above, right-below, left-above, left-below,
+# then further up and down; the first whose box overlaps no label placed before it is kept.
+LABEL_OFFSETS = ((5, 4), (5, -11), (-5, 4), (-5, -11), (5, 14), (5, -21), (-5, 14), (-5, -21), (5, 24), (5, -31))
+
+
+def point_labels(ax, labels: list[tuple[str, tuple[float, float], str]], fontsize: float = 7.5) -> None:
+    """Label points (text, (x, y), color) so that no label overlaps another, a point's marker or the
+    axes' other texts (level labels, ticks), where one of LABEL_OFFSETS allows it (else the last is kept). Written here because matplotlib places each annotation on its
+    own; the boxes are measured with the figure's renderer, in the axes' final limits."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.transforms import Bbox
+
+    fig = ax.figure
+    if not hasattr(fig.canvas, "get_renderer"):  # a Figure made without pyplot: the Agg canvas savefig uses too
+        FigureCanvasAgg(fig)
+    fig.draw_without_rendering()  # the layout engine's final axes, so the boxes are where they will be drawn
+    renderer = fig.canvas.get_renderer()
+    others = list(ax.texts) + ax.get_xticklabels() + ax.get_yticklabels() + [ax.xaxis.label, ax.yaxis.label]
+    placed: list = [t.get_window_extent(renderer) for t in others if t.get_visible() and t.get_text()]
+    for _, xy, _ in labels:  # the points' markers (about 8 points across)
+        x, y = ax.transData.transform(xy)
+        r = 4 * fig.dpi / 72
+        placed.append(Bbox([[x - r, y - r], [x + r, y + r]]))
+    for text, xy, color in labels:
+        for dx, dy in LABEL_OFFSETS:
+            t = ax.annotate(
+                text, xy, xytext=(dx, dy), textcoords="offset points", fontsize=fontsize, color=color, ha="left" if dx > 0 else "right"
+            )
+            box = t.get_window_extent(renderer)
+            if not any(box.overlaps(b) for b in placed) or (dx, dy) == LABEL_OFFSETS[-1]:
+                placed.append(box)
+                break
+            t.remove()
+
+
 def keep_axes_share(fig: Figure, share: float = AXES_SHARE) -> None:
     """Grow the figure's height until its plotting axes take ``share`` of its area: a long legend
     below (ten designs, the levels, the status key) otherwise squeezes the axes into the top of

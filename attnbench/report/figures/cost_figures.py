@@ -36,6 +36,7 @@ from attnbench.report.style import (
     len_axis,
     new_figure,
     plot_status_series,
+    point_labels,
     series_label,
     style,
 )
@@ -281,18 +282,12 @@ def pareto(df: pd.DataFrame) -> Figure | None:
     fig, axes = new_figure(1, 1, height=3.2)
     ax = axes[0][0]
     names = designs(df)
+    labels = []
     for name, size, acc, _ in points:
         color, marker = style(name, names)
         untrained = learned_of(d[d["design"] == name]) is False
         ax.plot(size, acc, marker=marker, color=color, ms=8, ls="none", label=name, mfc="white" if untrained else color)
-        ax.annotate(
-            name + (" (did not learn)" if untrained else ""),
-            (size, acc),
-            xytext=(5, 4),
-            textcoords="offset points",
-            fontsize=7.5,
-            color=color,
-        )
+        labels.append((name + (" (did not learn)" if untrained else ""), (size, acc), color))
     front, best = [], -1.0
     for name, size, acc, _ in sorted(points, key=lambda p: (p[1], -p[2])):
         if acc > best:
@@ -307,6 +302,7 @@ def pareto(df: pd.DataFrame) -> Figure | None:
     ax.set_ylim(-0.02, 1.05)
     ax.set_xlabel(f"cache / state bytes at {fmt_len(length)} tokens")
     ax.set_ylabel(f"needle accuracy at {fmt_len(length)}")
+    point_labels(ax, labels)  # last: the boxes are measured in the final axes
     return fig
 
 
