@@ -38,6 +38,30 @@ _forced: str | None = None
 COMPILE = os.environ.get("ATTNBENCH_COMPILE", "1") != "0"
 
 
+# device_paths() is on: ``sync_free`` holds on the CPU too (a list: set without a global statement)
+_DEVICE_PATHS = [False]
+
+
+def sync_free(t: torch.Tensor) -> bool:
+    """Whether an op handling ``t`` must take its branch without host reads of device values
+    (``.item()``, ``bool(t)``, data-sized outputs): on an accelerator, where each read stalls the
+    host until the device's queue drains, or under :func:`device_paths`. On the CPU a read is
+    free, and a few references keep a cheaper data-dependent branch there (msa's top-k ties).
+    The guard that finds such reads is attnbench/training/sync.py's."""
+    return _DEVICE_PATHS[0] or t.device.type != "cpu"
+
+
+@contextlib.contextmanager
+def device_paths() -> Iterator[None]:
+    """Take the accelerator's read-free branches on the CPU too (tests: tests/test_sync_free.py)."""
+    before = _DEVICE_PATHS[0]
+    _DEVICE_PATHS[0] = True
+    try:
+        yield
+    finally:
+        _DEVICE_PATHS[0] = before
+
+
 @lru_cache(maxsize=1)
 def env_backend() -> str | None:
     """``ATTNBENCH_BACKEND``, read once per process (None: unset or auto)."""

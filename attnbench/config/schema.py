@@ -168,7 +168,7 @@ class TrainConfig:
     log_every: int = 10
     budget: str = "6h"  # wall-clock safety net per design (status "budget"); not part of the rule
     force: bool = False  # retrain even if a cached or shipped checkpoint matches
-    compile: bool = True  # the step's loss through torch.compile, a graph per batch shape (attnbench/training/step.py; CPU, one process)
+    compile: bool = True  # the step's loss through torch.compile, a graph per batch shape (attnbench/training/step.py; one process; CUDA graphs on a GPU)
     stages: List[StageConfig] = field(default_factory=default_stages)
     max_len: int = 0  # > 0: the last stage's lengths run up to this context (the GPU presets: 2048); 0: its own
     # Distributed training (attnbench/training/distributed.py; docs/clusters.md). `batch` and

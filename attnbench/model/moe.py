@@ -39,7 +39,7 @@ class GlobalRouting:
 
     def balance(self, layer: int, expert_NK: torch.Tensor, probs_NE: torch.Tensor) -> torch.Tensor:
         E, K = probs_NE.shape[1], expert_NK.shape[1]
-        local_E = torch.bincount(expert_NK.flatten(), minlength=E)
+        local_E = expert_counts(expert_NK.flatten(), E)
         if self.counting:
             self.counts[layer] = self.counts[layer] + local_E if layer in self.counts else local_E
             return probs_NE.new_zeros(())
@@ -104,11 +104,14 @@ class MoE(nn.Module):
         N, K = expert_NK.shape
         expert_A = expert_NK.flatten()  # A = N K assignments, token-major
         order_A = expert_A.argsort(stable=True)  # grouped by expert, token order inside each
-        counts_E = torch.zeros(self.E, dtype=torch.int64, device=x_NC.device).scatter_add_(0, expert_A, torch.ones_like(expert_A))
+        counts_E = expert_counts(expert_A, self.E)
         offs_E = counts_E.cumsum(0).to(torch.int32)  # end row of each expert's group
         token_A = order_A // K
-        hidden_AF = F.gelu(grouped_mm(x_NC.index_select(0, token_A), self.w_up_EFC.transpose(1, 2), offs_E))
-        out_AC = grouped_mm(hidden_AF, self.w_down_ECF.transpose(1, 2), offs_E) * weight_NK.flatten()[order_A][:, None]
+        # fp32 on the CPU; bf16 operands on a CUDA device (the matmuls autocast would make bf16)
+        dt = x_NC.dtype if x_NC.device.type == "cpu" else torch.bfloat16
+        w_up_ECF, w_down_EFC = self.w_up_EFC.to(dt).transpose(1, 2), self.w_down_ECF.to(dt).transpose(1, 2)
+        hidden_AF = F.gelu(grouped_mm(x_NC.index_select(0, token_A).to(dt), w_up_ECF, offs_E))
+        out_AC = grouped_mm(hidden_AF, w_down_EFC, offs_E).to(x_NC.dtype) * weight_NK.flatten()[order_A][:, None]
         return torch.zeros_like(x_NC).index_add_(0, token_A, out_AC), counts_E
 
     # Each expert's rows depend on the routing (data-dependent shapes): a compiled graph
@@ -128,13 +131,59 @@ class MoE(nn.Module):
         return torch.zeros_like(x_NC).index_add_(0, token_A, out_AC), counts_E
 
 
+def expert_counts(expert_A: torch.Tensor, E: int) -> torch.Tensor:
+    """(E,) int64: how many of the assignments went to each expert. torch.bincount's output is
+    sized by the largest id (a host read on a GPU); this one is sized by E."""
+    return torch.zeros(E, dtype=torch.int64, device=expert_A.device).scatter_add_(0, expert_A, torch.ones_like(expert_A))
+
+
 def grouped(x: torch.Tensor) -> bool:
     """Whether MoE.dispatch takes the grouped GEMM: fp32 on the CPU, where torch._grouped_mm runs
-    and was checked (tests/test_model.py); everything else (float64 truths, CUDA under autocast) loops."""
-    return GROUPED_MM and x.device.type == "cpu" and x.dtype == torch.float32
+    and was checked (tests/test_model.py), and a CUDA device where its bf16 grouped GEMM runs
+    (compute capability 9.0 or more, and a first call that agreed with the loop:
+    ``cuda_grouped_ok``). Everything else (float64 truths, older GPUs) loops over the experts,
+    which reads each expert's row count on the host."""
+    if not GROUPED_MM:
+        return False
+    if x.device.type == "cpu":
+        return x.dtype == torch.float32
+    return x.device.type == "cuda" and x.dtype in (torch.float32, torch.bfloat16) and cuda_grouped_ok(x.device)
 
 
 GROUPED_MM = True  # False: every dispatch loops over the experts (the eager reference of tests/test_train_speed.py)
+_CUDA_GROUPED: dict[str, bool] = {}
+
+
+def cuda_grouped_ok(device: torch.device) -> bool:
+    """Whether torch._grouped_mm's bf16 path runs on this CUDA device and matches the per-expert
+    loop in bf16 (forward and both gradients) on a small random case; checked once per device,
+    the answer and its reason logged. Never run here (no GPU): a failure falls back to the loop."""
+    key = str(device)
+    if key not in _CUDA_GROUPED:
+        import logging
+
+        log = logging.getLogger(__name__)
+        ok, why = False, ""
+        try:
+            if torch.cuda.get_device_capability(device) < (9, 0):
+                why = f"compute capability {torch.cuda.get_device_capability(device)} < 9.0"
+            else:
+                g = torch.Generator(device="cpu").manual_seed(0)
+                x = torch.randn(64, 32, generator=g).to(device, torch.bfloat16).requires_grad_()
+                w = torch.randn(4, 32, 48, generator=g).to(device, torch.bfloat16).requires_grad_()
+                offs = torch.tensor([10, 10, 40, 64], dtype=torch.int32, device=device)  # one empty group
+                spans = [(0, 0, 10), (2, 10, 40), (3, 40, 64)]
+                got = grouped_mm(x, w, offs)
+                want = torch.cat([x[a:b] @ w[e] for e, a, b in spans])
+                gx, gw = torch.autograd.grad(got.float().square().sum(), (x, w))
+                hx, hw = torch.autograd.grad(want.float().square().sum(), (x, w))
+                err = max(float((a.float() - b.float()).abs().max() / b.float().abs().max()) for a, b in ((got, want), (gx, hx), (gw, hw)))
+                ok, why = err < 2e-2, f"largest relative difference to the loop {err:.1e}"
+        except Exception as e:  # noqa: BLE001 - any failure: loop over the experts instead
+            why = f"{type(e).__name__}: {e}".splitlines()[0][:200]
+        _CUDA_GROUPED[key] = ok
+        log.info("moe: grouped GEMM on %s %s (%s)", device, "on" if ok else "off: the experts loop", why)
+    return _CUDA_GROUPED[key]
 
 
 # torch._grouped_mm computes fp32 on the CPU, but its fake-tensor rule accepts only bf16, so

@@ -79,3 +79,14 @@ def chain_batch(rng: np.random.Generator, vocab: Vocab, stage: Stage, batch: int
     targets = np.full_like(inputs, IGNORE)
     targets[:, stage.context_len + 1 :: 2] = finals
     return torch.from_numpy(inputs.astype(np.int64)), torch.from_numpy(targets.astype(np.int64))
+
+
+def answer_columns(y: torch.Tensor) -> torch.Tensor | None:
+    """(P,) the columns of y that hold every row's answers, or None where the answers do not sit
+    in shared columns (none of attnbench's tasks). Reads y's values: call it on the host's y,
+    before the batch moves to a device (Local.step), so the step itself reads nothing back."""
+    mask = y != IGNORE
+    cols = mask.any(0).nonzero().squeeze(1)  # (P,)
+    if bool(mask[:, cols].all()) and int(mask.sum()) == mask.shape[0] * cols.numel():
+        return cols
+    return None

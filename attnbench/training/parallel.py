@@ -21,6 +21,7 @@ from attnbench.training import checkpoints
 from attnbench.config import ConfigError
 from attnbench.training.distributed import active, rank, world
 from attnbench.model.moe import GLOBAL_ROUTING, GlobalRouting
+from attnbench.tasks.batches import answer_columns
 
 
 @dataclass
@@ -30,6 +31,14 @@ class StepResult:
     ce: float
     acc: float
     index_loss: float
+
+
+def _result(loss, ce, acc, index_loss) -> StepResult | None:
+    """The step's numbers in one read from the device (None: the loss is not finite)."""
+    finite, ce_, acc_, index_ = torch.stack(
+        [torch.isfinite(loss).to(ce.dtype), ce.detach(), acc.to(ce.dtype), index_loss.detach().to(ce.dtype)]
+    ).tolist()
+    return StepResult(ce_, acc_, index_) if finite else None
 
 
 class Local:
@@ -42,6 +51,9 @@ class Local:
     def __init__(self, device: torch.device):
         self.device = device
         self.phase_s: dict[str, float] = {}  # seconds of the last step's forward and backward (whole batches only)
+        # wraps the step's hot path (from the batch on the device to the end of the backward):
+        # training.sync.SyncGuard there fails on any host read (tests/test_sync_free.py)
+        self.hot_path: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext
 
     def check(self, rows: list[int]) -> None:
         pass
@@ -62,20 +74,30 @@ class Local:
             opt.load_state_dict(opt_state)
         return st
 
-    def step(self, loss_fn, model, design, cfg, x, y, opt) -> StepResult | None:
-        """Forward + backward of the batch (x, y); None (and no backward) if its loss is not finite."""
-        x, y = x.to(self.device), y.to(self.device)
-        # bf16 autocast on GPUs; fp32 on CPU (bf16 matmuls are 100-500x slower there)
-        t0 = time.perf_counter()
-        with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.device.type == "cuda"):
-            loss, ce, acc, out = loss_fn(model, design, cfg, x, y)
-        if not torch.isfinite(loss):
-            return None
-        t1 = time.perf_counter()
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        self.phase_s = {"forward": t1 - t0, "backward": time.perf_counter() - t1}  # the last step's (train_rate)
-        return StepResult(float(ce.detach()), float(acc), float(out.index_loss.detach()))
+    def step(self, loss_fn, model, design, cfg, x, y, opt, *, cols=None) -> StepResult | None:
+        """Forward + backward of the host's batch (x, y); None if its loss is not finite (the
+        caller then skips the optimiser step: the weights stay as they were). cols: y's answer
+        columns where the batch's maker read them (the prefetcher), else read here.
+
+        Nothing between the batch's move to the device and the end of the backward reads a
+        device value on the host (attnbench/training/sync.py; tests/test_sync_free.py): the
+        answer columns are read from the host's y, and the step's four numbers (finite, CE,
+        accuracy, index loss) come back in one read after the backward."""
+        if cols is None:
+            cols = answer_columns(y)  # on the host's y
+        x, y = x.to(self.device, non_blocking=True), y.to(self.device, non_blocking=True)
+        if cols is not None:
+            cols = cols.to(self.device, non_blocking=True)
+        with self.hot_path():
+            # bf16 autocast on GPUs; fp32 on CPU (bf16 matmuls are 100-500x slower there)
+            t0 = time.perf_counter()
+            with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.device.type == "cuda"):
+                loss, ce, acc, out = loss_fn(model, design, cfg, x, y, cols=cols)
+            t1 = time.perf_counter()
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            self.phase_s = {"forward": t1 - t0, "backward": time.perf_counter() - t1}  # the last step's (train_rate)
+        return _result(loss, ce, acc, out.index_loss)
 
     def agree(self, seconds: float) -> float:
         return seconds
@@ -196,7 +218,7 @@ class Parallel(Local):
         return float(t)
 
     # -- one step -------------------------------------------------------------------------------
-    def step(self, loss_fn, model, design, cfg, x, y, opt) -> StepResult | None:
+    def step(self, loss_fn, model, design, cfg, x, y, opt, *, cols=None) -> StepResult | None:
         """Forward + backward of this process's slices of the global batch (x, y), gradients
         summed over every slice of every process. None if the global loss is not finite (every
         process then skips the optimiser step together)."""
@@ -229,10 +251,13 @@ class Parallel(Local):
         token = GLOBAL_ROUTING.set(routing)
         try:
             for i, s in enumerate(mine):
+                cols = answer_columns(y[s])  # on the host's rows
                 xs, ys = x[s].to(self.device), y[s].to(self.device)
                 with self._sync(model, last=i == len(mine) - 1):
                     with torch.autocast(**autocast):
-                        loss, ce_sum, correct, out = loss_fn(model, design, cfg, xs, ys, n_answers, R)
+                        loss, ce_sum, correct, out = loss_fn(
+                            model, design, cfg, xs, ys, n_answers, R, cols=None if cols is None else cols.to(self.device)
+                        )
                     # DDP and FSDP average gradients over processes; the slices' losses add up
                     # to the global loss, so scale back to a sum.
                     (loss * self.world).backward()

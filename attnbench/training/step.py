@@ -12,7 +12,8 @@ answer positions; the equal-loss test (tests/test_train_speed.py) holds 50 steps
 eager path for every layout letter. The MoE stays in the graph because its grouped GEMM is a
 custom op with a fake-tensor rule (model/moe.py: grouped_mm).
 
-Only whole batches in one process are compiled (train_parallel.Local): a split batch's balance
+On a CUDA device the graphs are CUDA graphs too (``mode="reduce-overhead"``). Only whole
+batches in one process are compiled (train_parallel.Local): a split batch's balance
 loss reads a ContextVar (moe.GLOBAL_ROUTING) that Dynamo cannot trace. If compiling fails (e.g.
 no C++ compiler for Inductor), the step says so once and runs eagerly from then on.
 """
@@ -25,7 +26,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from attnbench.tasks.batches import IGNORE
+from attnbench.tasks.batches import answer_columns
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +56,11 @@ class CompiledLoss:
         self.model = model
         self.failed: str | None = None
         torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, MAX_SHAPES)
-        self._compiled = torch.compile(self._loss, dynamic=False)
+        # On a GPU each graph is also captured as a CUDA graph (one per batch shape, like the
+        # compiled graphs): a step is then a few launches, not thousands. Never run here (no GPU
+        # in any sitting so far); a failure trains on eagerly, with its reason logged.
+        self.cuda = next(model.parameters()).device.type == "cuda"
+        self._compiled = torch.compile(self._loss, dynamic=False, mode="reduce-overhead" if self.cuda else None)
         self._warm = False
         self._shapes: set[tuple[int, ...]] = set()
         self.compiled_now = False  # the last call compiled a graph (its step's time is compile time)
@@ -69,20 +74,23 @@ class CompiledLoss:
         acc = (logits.argmax(-1) == targets).float().mean()
         return loss, ce, acc, out.index_loss
 
-    def __call__(self, model, design, cfg, x: torch.Tensor, y: torch.Tensor):
-        mask = y != IGNORE
-        cols = mask.any(0).nonzero().squeeze(1)
+    def __call__(self, model, design, cfg, x: torch.Tensor, y: torch.Tensor, *, cols: torch.Tensor | None = None):
+        """cols: batches.answer_columns(y) as the caller read it on the host (None: read here)."""
+        if cols is None:
+            cols = answer_columns(y)
         self.compiled_now = False
-        if self.failed or not self._warm or not (bool(mask[:, cols].all()) and int(mask.sum()) == mask.shape[0] * cols.numel()):
+        if self.failed or not self._warm or cols is None:
             self._warm = True  # the first step runs eagerly: it resolves each op's backend (an import Dynamo cannot trace)
-            return self.eager(model, design, cfg, x, y)
+            return self.eager(model, design, cfg, x, y, cols=cols)
         shape = (*x.shape, cols.numel())
         self.compiled_now = shape not in self._shapes
         self._shapes.add(shape)
         try:
+            if self.cuda:  # a new training iteration for the CUDA graphs' memory pool (the last step's outputs are read)
+                torch.compiler.cudagraph_mark_step_begin()
             loss, ce, acc, index_loss = self._compiled(x, y[:, cols].reshape(-1), cols)
         except Exception as e:  # noqa: BLE001 - any compiler failure: train on, eagerly
             self.failed = f"{type(e).__name__}: {e}".splitlines()[0][:300]
             log.warning("train.compile: compiling the training step failed (%s); training on eagerly", self.failed)
-            return self.eager(model, design, cfg, x, y)
+            return self.eager(model, design, cfg, x, y, cols=cols)
         return loss, ce, acc, Aux(index_loss)

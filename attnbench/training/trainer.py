@@ -43,7 +43,7 @@ from attnbench.training import checkpoints, distributed
 from attnbench.config import parse_duration
 from attnbench.model import Model, layout_for
 from attnbench.runner import config_dict
-from attnbench.tasks.batches import IGNORE, chain_batch, mqar_batch
+from attnbench.tasks.batches import IGNORE, answer_columns, chain_batch, mqar_batch
 from attnbench.tasks.stage import Stage
 from attnbench.tasks.stage import rows_of
 from attnbench.tasks.vocab import Vocab
@@ -51,6 +51,7 @@ from attnbench.records.lines import git_commit
 from attnbench.training.rate import calibrate_peak, device_name
 from attnbench.training.state import TrainState, rule_of, stop_reason, training_record
 from attnbench.training.parallel import for_training
+from attnbench.training.prefetch import Prefetcher, workers_for
 from attnbench.training.start import starting_point
 
 
@@ -71,31 +72,36 @@ def batch_rng(seed: int, step: int) -> np.random.Generator:
     return np.random.default_rng([seed, step])
 
 
-def task_loss(model: Model, design, cfg, x: torch.Tensor, y: torch.Tensor):
-    """Cross-entropy at the answer positions + MoE balance + MSA index loss; and the accuracy."""
-    logits, targets, out = answer_logits(model, x, y)
+def task_loss(model: Model, design, cfg, x: torch.Tensor, y: torch.Tensor, *, cols: torch.Tensor | None = None):
+    """Cross-entropy at the answer positions + MoE balance + MSA index loss; and the accuracy.
+    cols: answer_columns(y) read on the host before y moved to the device (none: read here)."""
+    logits, targets, out = answer_logits(model, x, y, cols=cols)
     ce = F.cross_entropy(logits, targets)
     loss = ce + cfg.model.balance_coef * out.balance_loss + design.index_loss_weight * out.index_loss
     acc = (logits.argmax(-1) == targets).float().mean()
     return loss, ce, acc, out
 
 
-def answer_logits(model: Model, x: torch.Tensor, y: torch.Tensor):
+def answer_logits(model: Model, x: torch.Tensor, y: torch.Tensor, *, cols: torch.Tensor | None = None):
     """(logits (n_answers, V), their targets (n_answers,), the model's Output) in the order of y's
     answers (row-major). The tasks put every row's answers at the same positions (the queries
     after the haystack): then the head runs only at those columns (Model.forward's logits_at),
     not at every position, which cost a tenth of a training step; a batch whose answers are not
-    in shared columns gets the head at every position."""
-    mask = y != IGNORE
-    cols = mask.any(0).nonzero().squeeze(1)  # (P,)
-    if bool(mask[:, cols].all()) and int(mask.sum()) == mask.shape[0] * cols.numel():
+    in shared columns gets the head at every position. cols: answer_columns(y) where the caller
+    read it on the host (else it is read here, from y)."""
+    if cols is None:
+        cols = answer_columns(y)
+    if cols is not None:
         out = model(x, logits_at=cols)  # logits (B, P, V)
         return out.logits.reshape(-1, out.logits.shape[-1]), y[:, cols].reshape(-1), out
+    mask = y != IGNORE
     out = model(x)
     return out.logits[mask], y[mask], out
 
 
-def task_loss_share(model: Model, design, cfg, x: torch.Tensor, y: torch.Tensor, n_answers: int, n_rows: int):
+def task_loss_share(
+    model: Model, design, cfg, x: torch.Tensor, y: torch.Tensor, n_answers: int, n_rows: int, *, cols: torch.Tensor | None = None
+):
     """task_loss of a slice (x, y) of a global batch of n_rows rows and n_answers answers, as its
     share: the shares of all slices sum to task_loss of the whole batch (attnbench.training.distributed).
 
@@ -103,7 +109,7 @@ def task_loss_share(model: Model, design, cfg, x: torch.Tensor, y: torch.Tensor,
     equal length, so the slice's mean x its fraction of the rows. Balance: moe.GlobalRouting
     (set by the caller) gives the slice's share. Returns loss, the CE sum, the correct count, out.
     """
-    logits, targets, out = answer_logits(model, x, y)  # (n_answers of the slice, V), (n_answers,)
+    logits, targets, out = answer_logits(model, x, y, cols=cols)  # (n_answers of the slice, V), (n_answers,)
     ce_sum = F.cross_entropy(logits, targets, reduction="sum")
     loss = (
         ce_sum / n_answers + cfg.model.balance_coef * out.balance_loss + design.index_loss_weight * out.index_loss * (x.shape[0] / n_rows)
@@ -188,13 +194,14 @@ def step_batch(cfg, stages: list[Stage], stage_i: int, step: int, vocab: Vocab):
 
 def loss_for(cfg, model: Model, design, par, device):
     """The step's loss function: task_loss, compiled per batch shape (train_step.CompiledLoss)
-    where ``train.compile`` is on, the batches are whole (one process) and the device is the
-    CPU (the only one it was checked on); task_loss_share for a split batch."""
+    where ``train.compile`` is on and the batches are whole (one process), on the CPU (checked:
+    tests/test_train_speed.py) or a CUDA device (CUDA graphs; not yet run on one); task_loss_share
+    for a split batch."""
     from attnbench.kernels.backend import COMPILE
 
     if not par.whole_batches:
         return task_loss_share
-    if cfg.train.compile and COMPILE and device.type == "cpu":
+    if cfg.train.compile and COMPILE and device.type in ("cpu", "cuda"):
         from attnbench.training.step import CompiledLoss
 
         return CompiledLoss(model, design, cfg, task_loss)
@@ -286,6 +293,8 @@ def _train(cfg, design_name: str, device, *, key: str | None, backends: dict[str
         st.peaks.append({"step": st.step, "flops": calibrate_peak(device), "threads": torch.get_num_threads(), "cpu": device_name(device)})
         st.commits.append({"step": st.step, **git_commit()})
     loop.start = time.perf_counter() - st.wall_s
+    if par.whole_batches and workers_for(device):
+        loop.prefetch = Prefetcher(cfg, stages, loop.vocab, workers=workers_for(device), pin=device.type == "cuda")
     model.train()
     if st.continued_from:
         loop.log.info(f"continues {st.continued_from} (its first {len(st.stage_starts) - 1} stages) from step {st.step}")
@@ -296,6 +305,9 @@ def _train(cfg, design_name: str, device, *, key: str | None, backends: dict[str
         loop.save_partial(partial)
         loop.log.info(f"interrupted at step {st.step}; partial checkpoint saved")
         raise
+    finally:
+        if loop.prefetch is not None:
+            loop.prefetch.close()
     bar.close()
     return _finish(loop, design_name, key, folder, partial, device, backends)
 
@@ -312,6 +324,7 @@ class _Loop:
         self.rolling: deque[float] = deque(st.rolling, maxlen=cfg.train.window)
         self.loss_fn = None
         self.start = 0.0
+        self.prefetch: Prefetcher | None = None  # the batches made ahead in background processes (not on the CPU)
 
     def save_partial(self, partial: Path) -> None:
         self.st.rolling = list(self.rolling)
@@ -355,12 +368,16 @@ class _Loop:
         returns the batch and the step's result (None: a non-finite loss, nothing updated)."""
         st, tc, opt = self.st, self.tc, self.opt
         t_data = time.perf_counter()
-        x, y = step_batch(self.cfg, self.stages, st.stage, step, self.vocab)  # the global batch, on every process
+        cols = None
+        if self.prefetch is not None:  # made ahead; t_data: the wait for it
+            x, y, cols = self.prefetch.get(st.stage, step)
+        else:
+            x, y = step_batch(self.cfg, self.stages, st.stage, step, self.vocab)  # the global batch, on every process
         t_data = time.perf_counter() - t_data
         for group in opt.param_groups:
             group["lr"] = lr_at(step, tc, st.warm_from)
         # forward + backward; ce, acc, index loss: means over the global batch
-        res = self.par.step(self.loss_fn, self.model, self.design, self.cfg, x, y, opt)
+        res = self.par.step(self.loss_fn, self.model, self.design, self.cfg, x, y, opt, cols=cols)
         if res is None:
             return x, None
         t_opt = time.perf_counter()

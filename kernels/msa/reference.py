@@ -1,12 +1,11 @@
 """MiniMax Sparse Attention (MSA), plain torch: block selection and block-sparse attention.
 
-Selection. One index query head per KV group and one shared index key head score every past
-token, s(t, j) = (qI_t . kI_j) / sqrt(Di); a block's score is the max over its tokens (or,
-with pool="mean", the score against the block's mean key, MoBA-style). Each query keeps its
-local block t // bs first, then the top (k - 1) earlier blocks by score, descending; -1 pads.
-Scores are computed tile by tile (all G index heads of a few hundred queries x a few hundred
-keys: one GEMM of about 1 MB) and max-pooled at once, so the T x T token-score matrix never
-exists; the (T, T / bs) block scores exist one query tile at a time.
+Selection. One index query head per KV group and one shared index key head score every past token, s(t, j) =
+(qI_t . kI_j) / sqrt(Di); a block's score is the max over its tokens (or, with pool="mean", the score against
+the block's mean key, MoBA-style). Each query keeps its local block t // bs first, then the top (k - 1)
+earlier blocks by score, descending; -1 pads. Scores are computed tile by tile (all G index heads of a few
+hundred queries x a few hundred keys: one GEMM of about 1 MB) and max-pooled at once, so the T x T token-score
+matrix never exists; the (T, T / bs) block scores exist one query tile at a time.
 
 Attention. Exact softmax over the keys j <= t inside the selected blocks; all heads of a KV
 group share their group's selection. Small problems build the token mask and call SDPA
@@ -17,20 +16,18 @@ l and unnormalised output o, as in FlashAttention):
     sorted by block, so each key block meets all the queries that chose it in one GEMM, with
     no causal mask (those blocks lie wholly in the past) and no per-query copy of keys; the
     local block's max stays the reference unless a block's scores pass it by RESCALE_ABOVE.
-Every temporary is one block's worth (cache-sized: large fresh buffers cost page faults on
-every call); cost O(T * top_k * bs * D) time, O(T * H * D) memory beyond the inputs.
+Every temporary is one block's worth (cache-sized: large fresh buffers cost page faults on every call);
+cost O(T * top_k * bs * D) time, O(T * H * D) memory beyond the inputs.
 
-Training (``_Gathered``, when a gradient is needed): the block-major loop above would run
-through autograd one block at a time, so training takes a "row-gathered" path instead. A row
-is one (batch, group, query) with its Hg heads; each row gathers its top_k key and value
-blocks, tile by tile (GATHER_ROWS rows), and takes an exact softmax over the (top_k * bs)
-keys. It is a torch.autograd.Function in FlashAttention's form: the forward keeps only the
-output and the log-sum-exp per row and head, the backward regathers the blocks and
-recomputes the probabilities, so memory beyond the inputs is O(T * H) plus one tile. The
-tile functions are written as broadcast products and sums, which torch.compile fuses with
-the gather (the gathered blocks never reach memory); without a compiler they run eagerly.
-A compiled training step never traces the selection (data-dependent tile bounds) or the gathered
-attention (torch.compiler.disable): traced inline, it ran slower (experiments/train_speed).
+Training (``_Gathered``, when a gradient is needed): the block-major loop above would run through autograd one
+block at a time, so training takes a "row-gathered" path instead. A row is one (batch, group, query) with its
+Hg heads; each row gathers its top_k key and value blocks, tile by tile (GATHER_ROWS rows), and takes an exact
+softmax over the (top_k * bs) keys. It is a torch.autograd.Function in FlashAttention's form: the forward
+keeps only the output and the log-sum-exp per row and head, the backward regathers the blocks and recomputes
+the probabilities, so memory beyond the inputs is O(T * H) plus one tile. The tile functions are broadcast
+products and sums, which torch.compile fuses with the gather (the gathered blocks never reach memory); without
+a compiler they run eagerly. A compiled training step never traces the selection (data-dependent tile bounds)
+or the gathered attention (torch.compiler.disable): traced inline, it ran slower (experiments/train_speed).
 """
 
 from __future__ import annotations
@@ -41,7 +38,7 @@ import warnings
 import torch
 import torch.nn.functional as F
 
-from ..backend import COMPILE  # torch.compile the gathered tiles (ATTNBENCH_COMPILE=0: eager)
+from ..backend import COMPILE, sync_free  # COMPILE: torch.compile the gathered tiles (ATTNBENCH_COMPILE=0: eager)
 from ..softmax.reference import causal_mask
 
 SELECT_ROWS = 512  # index-head x query rows per score tile (all G heads of SELECT_ROWS // G queries)
@@ -80,7 +77,9 @@ def msa_select(index_q, index_k, block_size: int, top_k: int, *, pool: str = "ma
         for t0 in range(0, T, q_step):
             t1 = min(T, t0 + q_step)
             local = pos[t0:t1] // bs  # (Tq,)
-            n_cand = int(local[-1])  # candidate blocks 0 .. n_cand - 1 (all complete, all in the past)
+            # local[-1] and local[0] without a host read: candidate blocks 0 .. n_cand - 1 (all complete,
+            # all in the past); blocks before lo (the tile's first local block) are earlier for every query
+            n_cand, lo = (offset + t1 - 1) // bs, (offset + t0) // bs
             if n_cand == 0:
                 continue
             qt = iq[b, :, t0:t1].reshape(G * (t1 - t0), Di)  # (G * Tq, Di): the G heads fold into rows
@@ -96,7 +95,6 @@ def msa_select(index_q, index_k, block_size: int, top_k: int, *, pool: str = "ma
             else:
                 scores = qt @ mean_keys[:n_cand].T  # (G * Tq, n_cand)
             scores = scores.view(G, t1 - t0, n_cand).mul_(scale)
-            lo = int(local[0])  # blocks before the tile's first local block are earlier for every query
             later = torch.arange(lo, n_cand, device=iq.device)[None, :] >= local[:, None]  # not strictly earlier
             scores[..., lo:].masked_fill_(later, float("-inf"))
             val, idx = top_blocks(scores, min(top_k - 1, n_cand))  # (G, Tq, kk), descending
@@ -109,6 +107,8 @@ def top_blocks(scores, kk: int):
     id (MiniMax's reference: a stable sort). torch.topk leaves ties unordered, so rows where the
     kk-th score is shared with a block it left out are redone with a stable sort (rare: equal
     fp32 maxima), and equal scores inside the top kk are put in id order."""
+    if sync_free(scores):  # no host read: the stable sort of every row (the same result, more work)
+        return tuple(t[..., :kk] for t in scores.sort(dim=-1, descending=True, stable=True))
     val, idx = scores.topk(kk, dim=-1)
     kth = val[..., -1:]
     tied = ((scores >= kth).sum(-1) > kk) & (kth[..., 0] > float("-inf"))  # -inf: padding, ids unused

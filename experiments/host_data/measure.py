@@ -1,0 +1,135 @@
+"""How long does the host take to make a training step's batch, against the time a GPU step of
+the same batch would take? (issue 42, item 4: "the host's time per step ... below 5% of the
+step's FLOPs at 40% of the GPU peak")
+
+    python experiments/host_data/measure.py [--widths 128 256 512] [--workers 1 2] [--steps 30]
+                                            [--out experiments/host_data/results.jsonl]
+
+For every stage of the needle curriculum (exp=train) and of the chain curriculum (exp=multihop),
+with rows packed to 64K tokens a step (train.tokens_per_step=65536):
+
+- ``inline``: the seconds trainer.step_batch (numpy, on this host) plus the answer columns take,
+  median of ``--calls`` calls with min-max: the host's time a step when the batch is made in line;
+- ``prefetched``: the seconds the training loop waits for the batch when ``--workers`` background
+  processes make the steps ahead (training/prefetch.py), the device's step stood in for by a
+  sleep of its duration (the host waits for the device there: Local.step's one read a step):
+  median and max over ``--steps`` steps after four warm-up steps;
+- the device's step: the cost model's FLOPs of that batch (bench.planner.train_flops; the
+  lightning_hybrid_h8 design at the ladder's width) at 40% of an H100's dense bf16 peak
+  (conf/hardware/h100.yaml), and the target, 5% of it.
+
+The device step is a formula (``projected``); the host's times are measured on this CPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+from omegaconf import OmegaConf
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+
+from helpers import compose_cfg  # noqa: E402
+
+from attnbench.bench.planner import train_flops  # noqa: E402
+from attnbench.experiments.scale import ladder_model  # noqa: E402
+from attnbench.records.lines import git_commit  # noqa: E402
+from attnbench.tasks.batches import answer_columns  # noqa: E402
+from attnbench.training.prefetch import Prefetcher  # noqa: E402
+from attnbench.training.rate import device_name  # noqa: E402
+from attnbench.training.trainer import stages_of, step_batch, vocab_of  # noqa: E402
+
+DESIGN = "lightning_hybrid_h8"
+TOKENS = 65536
+FRACTION, SHARE = 0.4, 0.05
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--widths", type=int, nargs="+", default=[128, 256, 512])
+    ap.add_argument("--workers", type=int, nargs="+", default=[1, 2])
+    ap.add_argument("--steps", type=int, default=30)
+    ap.add_argument("--calls", type=int, default=9)
+    ap.add_argument("--out", default=str(HERE / "results.jsonl"))
+    a = ap.parse_args()
+    torch.set_num_threads(1)
+    hw = OmegaConf.load(ROOT / "conf" / "hardware" / "h100.yaml")
+    peak = float(hw.flops.bfloat16)
+    env = {
+        "cpu": device_name(torch.device("cpu")),
+        "host_cores": os.cpu_count(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "git": git_commit(),
+        "command": "python " + " ".join(sys.argv),
+    }
+    out = Path(a.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with out.open("w") as f:
+        for exp in ("train", "multihop"):
+            cfg = compose_cfg([f"+exp={exp}", f"design={DESIGN}", f"train.tokens_per_step={TOKENS}", "train.batch=1000000"])
+            stages, vocab = stages_of(cfg.train), vocab_of(cfg)
+            for i, stage in enumerate(stages):
+                inline = []
+                for c in range(a.calls):
+                    t0 = time.perf_counter()
+                    x, y = step_batch(cfg, stages, i, c, vocab)
+                    answer_columns(y)
+                    inline.append(time.perf_counter() - t0)
+                rows, T = x.shape  # the last call's (a mixed stage draws its length per step)
+                answers = int((y != -100).sum())
+                for w in a.widths:
+                    model = OmegaConf.create(ladder_model(cfg.model, w))
+                    flops = train_flops(model, cfg.attention[DESIGN], batch=rows, seq_len=T, answers=answers)
+                    step_s = flops / (FRACTION * peak)
+                    target = SHARE * step_s
+                    for workers in a.workers:
+                        pre = Prefetcher(cfg, stages, vocab, workers=workers, pin=False)
+                        waits = []
+                        try:
+                            for s in range(a.steps + 4):
+                                pre.get(i, s)
+                                if s >= 4:
+                                    waits.append(pre.wait_s)
+                                time.sleep(step_s)  # the device's step, which the host waits for
+                        finally:
+                            pre.close()
+                        rec = {
+                            "exp": exp,
+                            "stage": i + 1,
+                            "lengths": stage.lengths(),
+                            "rows_x_len": [rows, T],
+                            "width": w,
+                            "design": DESIGN,
+                            "workers": workers,
+                            "inline_s": {"median": statistics.median(inline), "min": min(inline), "max": max(inline), "calls": a.calls},
+                            "prefetched_wait_s": {"median": statistics.median(waits), "max": max(waits), "steps": len(waits)},
+                            "device_step_s": step_s,
+                            "device_step": f"projected: {flops:.3e} FLOPs at {FRACTION:.0%} of the H100's dense bf16 peak {peak:.3e}",
+                            "target_s": target,
+                            "inline_meets": statistics.median(inline) < target,
+                            "prefetched_meets": statistics.median(waits) < target,
+                            "status": "measured",
+                            "load_1min": os.getloadavg()[0],
+                            **env,
+                        }
+                        f.write(json.dumps(rec) + "\n")
+                        f.flush()
+                        print(
+                            f"{exp} stage {i + 1} w{w} workers {workers}: inline {statistics.median(inline) * 1e3:.2f} ms, "
+                            f"wait {statistics.median(waits) * 1e6:.0f} us (max {max(waits) * 1e6:.0f}), target {target * 1e6:.0f} us"
+                        )
+
+
+if __name__ == "__main__":
+    main()
