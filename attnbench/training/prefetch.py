@@ -1,95 +1,73 @@
-"""The next steps' batches made in background processes while the device trains (issue 42, item 4).
+"""The next steps' batches made in a background thread while the device trains (issue 42, item 4).
 
 A step's batch is a pure function of (seed, step, stage) (trainer.step_batch), made by numpy on
-the host: 5-11 ms for a 64K-token step on one core (experiments/host_data), against a step of
+the host: 2-4 ms for a 64K-token step on one core (experiments/host_data), against a step of
 2-29 ms on an H100 at 40% of its bf16 peak (widths 128-512, the cost model). Made in line, the
-GPU would wait for it every step. torch's DataLoader makes the batches of the steps ahead in
-``workers`` processes, in order, pinned for an asynchronous copy; the loop takes the next one
-and waits only when the workers fall behind (the wait is what the step records as ``data``).
+GPU would wait for it every step. Here a thread makes the batches of the next ``ahead`` steps
+while the training thread waits for the device (the step's one read, which releases the GIL);
+the loop waits only when the thread falls behind (the wait is what the step records as
+``data``). A thread, not DataLoader's worker processes: handing a 64K-token batch across
+processes cost ~2 ms a step here, more than making it (experiments/host_data, ``process``).
 
-The stage is known only when a step ends (a passed stage changes the next batch), so the
-loader runs through the steps of one stage; when the loop asks for another stage or a step out
-of order (a stage passed, a resume), it starts a new loader there. The batches are the ones
+The stage is known only when a step ends (a passed stage changes the next batch), so the thread
+makes the steps ahead at the stage of the last request; a request for another stage or a step
+out of order (a stage passed, a resume) drops them and starts there. The batches are the ones
 step_batch makes in line, bit for bit (tests/test_prefetch.py). Used where the device is not
-the CPU (trainer._Loop), where the host's cores would otherwise idle; on the CPU the cores are
-the training's.
+the CPU (trainer._Loop); on the CPU the cores are the training's.
 """
 
 from __future__ import annotations
 
 import time
-from typing import Any, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 
 import torch
-from torch.utils.data import DataLoader, Dataset
 
 from attnbench.tasks.batches import answer_columns
 
 
-class _StageBatches(Dataset):
-    """Item ``step``: the (x, y, answer columns or None) of that step at one stage."""
-
-    def __init__(self, cfg, stages, stage_i: int, vocab):
-        self.cfg, self.stages, self.stage_i, self.vocab = cfg, stages, stage_i, vocab
-
-    def __len__(self) -> int:
-        return int(self.cfg.train.max_steps)
-
-    def __getitem__(self, step: int):
-        from attnbench.training.trainer import step_batch  # (trainer imports this module)
-
-        x, y = step_batch(self.cfg, self.stages, self.stage_i, step, self.vocab)
-        return x, y, answer_columns(y)
-
-
 class Prefetcher:
-    """``get(stage_i, step)`` -> (x, y, cols): the batch step_batch makes, from ``workers``
-    background processes; ``wait_s`` the seconds the last get waited for it."""
+    """``get(stage_i, step)`` -> (x, y, cols): the batch step_batch makes (and its answer
+    columns), made ahead by one background thread; ``wait_s`` the seconds the last get waited."""
 
-    def __init__(self, cfg, stages, vocab, *, workers: int, pin: bool, ahead: int = 4):
-        self.cfg, self.stages, self.vocab = cfg, stages, vocab
-        self.workers, self.pin, self.ahead = int(workers), pin, int(ahead)
-        self._key: tuple[int, int] | None = None  # (stage, next step) the running loader gives next
-        self._it: Iterator[Any] | None = None
-        self.restarts = 0
+    def __init__(self, cfg, stages, vocab, *, pin: bool, ahead: int = 2):
+        self.cfg, self.stages, self.vocab, self.pin, self.ahead = cfg, stages, vocab, pin, int(ahead)
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="attnbench-batches")
+        self._ahead: dict[tuple[int, int], Future] = {}
+        self.restarts = 0  # requests that found no batch made ahead (the first, a stage change, a jump)
         self.wait_s = 0.0
 
-    def _start(self, stage_i: int, step: int) -> None:
-        self.close()
-        loader = DataLoader(
-            _StageBatches(self.cfg, self.stages, stage_i, self.vocab),
-            batch_size=None,  # items are whole batches
-            sampler=range(step, int(self.cfg.train.max_steps)),
-            num_workers=self.workers,
-            prefetch_factor=self.ahead if self.workers else None,
-            pin_memory=self.pin,
-        )
-        self._it, self._key = iter(loader), (stage_i, step)
-        self.restarts += 1
+    def _make(self, stage_i: int, step: int):
+        from attnbench.training.trainer import step_batch  # (trainer imports this module)
+
+        x, y = step_batch(self.cfg, self.stages, stage_i, step, self.vocab)
+        if self.pin:  # page-locked: the copy to the GPU runs asynchronously
+            x, y = x.pin_memory(), y.pin_memory()
+        return x, y, answer_columns(y)
 
     def get(self, stage_i: int, step: int):
         t0 = time.perf_counter()
-        if self._key != (stage_i, step) or self._it is None:
-            self._start(stage_i, step)
-        assert self._it is not None
-        x, y, cols = next(self._it)
-        self._key = (stage_i, step + 1)
+        fut = self._ahead.pop((stage_i, step), None)
+        if fut is None:  # nothing made ahead for this request: drop the rest, start here
+            for f in self._ahead.values():
+                f.cancel()
+            self._ahead.clear()
+            self.restarts += 1
+            fut = self._pool.submit(self._make, stage_i, step)
+        for s in range(step + 1, min(step + 1 + self.ahead, int(self.cfg.train.max_steps))):
+            if (stage_i, s) not in self._ahead:
+                self._ahead[(stage_i, s)] = self._pool.submit(self._make, stage_i, s)
+        batch = fut.result()
         self.wait_s = time.perf_counter() - t0
-        return x, y, cols
+        return batch
 
     def close(self) -> None:
-        """Stop the workers (a loader's iterator shuts them down when it is dropped)."""
-        it, self._it, self._key = self._it, None, None
-        shutdown = getattr(it, "_shutdown_workers", None)
-        if shutdown is not None:
-            shutdown()
+        for f in self._ahead.values():
+            f.cancel()
+        self._ahead.clear()
+        self._pool.shutdown(wait=True)
 
 
 def workers_for(device: torch.device) -> int:
-    """Background processes for the batches: none on the CPU (its cores train), else up to 4,
-    leaving one core to the training process."""
-    if device.type == "cpu":
-        return 0
-    import os
-
-    return max(1, min(4, (os.cpu_count() or 2) - 1))
+    """Background threads for the batches: none on the CPU (its cores train), one elsewhere."""
+    return 0 if device.type == "cpu" else 1

@@ -2,7 +2,7 @@
 the same batch would take? (issue 42, item 4: "the host's time per step ... below 5% of the
 step's FLOPs at 40% of the GPU peak")
 
-    python experiments/host_data/measure.py [--widths 128 256 512] [--workers 1 2] [--steps 30]
+    python experiments/host_data/measure.py [--widths 128 256 512] [--steps 30]
                                             [--out experiments/host_data/results.jsonl]
 
 For every stage of the needle curriculum (exp=train) and of the chain curriculum (exp=multihop),
@@ -10,10 +10,11 @@ with rows packed to 64K tokens a step (train.tokens_per_step=65536):
 
 - ``inline``: the seconds trainer.step_batch (numpy, on this host) plus the answer columns take,
   median of ``--calls`` calls with min-max: the host's time a step when the batch is made in line;
-- ``prefetched``: the seconds the training loop waits for the batch when ``--workers`` background
-  processes make the steps ahead (training/prefetch.py), the device's step stood in for by a
-  sleep of its duration (the host waits for the device there: Local.step's one read a step):
-  median and max over ``--steps`` steps after four warm-up steps;
+- ``prefetched``: the seconds the training loop waits for the batch when training/prefetch.py's
+  background thread makes the steps ahead, the device's step stood in for by a sleep of its
+  duration (the host waits for the device there, in Local.step's one read a step, which
+  releases the GIL as a sleep does): median and max over ``--steps`` steps after four warm-up
+  steps;
 - the device's step: the cost model's FLOPs of that batch (bench.planner.train_flops; the
   lightning_hybrid_h8 design at the ladder's width) at 40% of an H100's dense bf16 peak
   (conf/hardware/h100.yaml), and the target, 5% of it.
@@ -57,7 +58,6 @@ FRACTION, SHARE = 0.4, 0.05
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--widths", type=int, nargs="+", default=[128, 256, 512])
-    ap.add_argument("--workers", type=int, nargs="+", default=[1, 2])
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--calls", type=int, default=9)
     ap.add_argument("--out", default=str(HERE / "results.jsonl"))
@@ -93,8 +93,8 @@ def main() -> None:
                     flops = train_flops(model, cfg.attention[DESIGN], batch=rows, seq_len=T, answers=answers)
                     step_s = flops / (FRACTION * peak)
                     target = SHARE * step_s
-                    for workers in a.workers:
-                        pre = Prefetcher(cfg, stages, vocab, workers=workers, pin=False)
+                    for prefetcher in ("thread",):
+                        pre = Prefetcher(cfg, stages, vocab, pin=False)
                         waits = []
                         try:
                             for s in range(a.steps + 4):
@@ -111,7 +111,7 @@ def main() -> None:
                             "rows_x_len": [rows, T],
                             "width": w,
                             "design": DESIGN,
-                            "workers": workers,
+                            "prefetcher": prefetcher,
                             "inline_s": {"median": statistics.median(inline), "min": min(inline), "max": max(inline), "calls": a.calls},
                             "prefetched_wait_s": {"median": statistics.median(waits), "max": max(waits), "steps": len(waits)},
                             "device_step_s": step_s,
@@ -126,7 +126,7 @@ def main() -> None:
                         f.write(json.dumps(rec) + "\n")
                         f.flush()
                         print(
-                            f"{exp} stage {i + 1} w{w} workers {workers}: inline {statistics.median(inline) * 1e3:.2f} ms, "
+                            f"{exp} stage {i + 1} w{w} {prefetcher}: inline {statistics.median(inline) * 1e3:.2f} ms, "
                             f"wait {statistics.median(waits) * 1e6:.0f} us (max {max(waits) * 1e6:.0f}), target {target * 1e6:.0f} us"
                         )
 
