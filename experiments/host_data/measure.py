@@ -2,7 +2,7 @@
 the same batch would take? (issue 42, item 4: "the host's time per step ... below 5% of the
 step's FLOPs at 40% of the GPU peak")
 
-    python experiments/host_data/measure.py [--widths 128 256 512] [--steps 30]
+    python experiments/host_data/measure.py [--widths 128 256 512] [--steps 30] [--kinds thread process]
                                             [--out experiments/host_data/results.jsonl]
 
 For every stage of the needle curriculum (exp=train) and of the chain curriculum (exp=multihop),
@@ -14,7 +14,9 @@ with rows packed to 64K tokens a step (train.tokens_per_step=65536):
   background thread makes the steps ahead, the device's step stood in for by a sleep of its
   duration (the host waits for the device there, in Local.step's one read a step, which
   releases the GIL as a sleep does): median and max over ``--steps`` steps after four warm-up
-  steps;
+  steps; ``process``: the same with torch's DataLoader and one worker process instead of the
+  thread (``ProcessPrefetcher`` below, the first version of training/prefetch.py), which pays for
+  moving each batch between processes;
 - the device's step: the cost model's FLOPs of that batch (bench.planner.train_flops; the
   lightning_hybrid_h8 design at the ladder's width) at 40% of an H100's dense bf16 peak
   (conf/hardware/h100.yaml), and the target, 5% of it.
@@ -32,6 +34,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import torch
 from omegaconf import OmegaConf
@@ -46,13 +49,54 @@ from attnbench.bench.planner import train_flops  # noqa: E402
 from attnbench.experiments.scale import ladder_model  # noqa: E402
 from attnbench.records.lines import git_commit  # noqa: E402
 from attnbench.tasks.batches import answer_columns  # noqa: E402
+from attnbench.records.lines import hardware, now  # noqa: E402
+from attnbench.scripts import script_footer  # noqa: E402
 from attnbench.training.prefetch import Prefetcher  # noqa: E402
 from attnbench.training.rate import device_name  # noqa: E402
 from attnbench.training.trainer import stages_of, step_batch, vocab_of  # noqa: E402
 
+OUT = [""]  # the results file, once known (for the footer)
 DESIGN = "lightning_hybrid_h8"
 TOKENS = 65536
 FRACTION, SHARE = 0.4, 0.05
+
+
+class _StageBatches(torch.utils.data.Dataset):
+    """Item ``step``: (x, y, answer columns) of that step at one stage (ProcessPrefetcher's)."""
+
+    def __init__(self, cfg, stages, stage_i: int, vocab):
+        self.cfg, self.stages, self.stage_i, self.vocab = cfg, stages, stage_i, vocab
+
+    def __len__(self) -> int:
+        return int(self.cfg.train.max_steps)
+
+    def __getitem__(self, step: int):
+        x, y = step_batch(self.cfg, self.stages, self.stage_i, step, self.vocab)
+        return x, y, answer_columns(y)
+
+
+class ProcessPrefetcher:
+    """The steps ahead from DataLoader worker processes, in order (one stage, from step 0)."""
+
+    def __init__(self, cfg, stages, vocab, stage_i: int, workers: int = 1, ahead: int = 2):
+        loader = torch.utils.data.DataLoader(
+            _StageBatches(cfg, stages, stage_i, vocab),
+            batch_size=None,
+            sampler=range(int(cfg.train.max_steps)),
+            num_workers=workers,
+            prefetch_factor=ahead,
+        )
+        self._it = iter(loader)
+        self.wait_s = 0.0
+
+    def get(self, stage_i: int, step: int):
+        t0 = time.perf_counter()
+        batch = next(self._it)
+        self.wait_s = time.perf_counter() - t0
+        return batch
+
+    def close(self) -> None:
+        self._it._shutdown_workers()  # type: ignore[attr-defined]
 
 
 def main() -> None:
@@ -60,6 +104,7 @@ def main() -> None:
     ap.add_argument("--widths", type=int, nargs="+", default=[128, 256, 512])
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--calls", type=int, default=9)
+    ap.add_argument("--kinds", nargs="+", default=["thread", "process"], choices=["thread", "process"])
     ap.add_argument("--out", default=str(HERE / "results.jsonl"))
     a = ap.parse_args()
     torch.set_num_threads(1)
@@ -75,7 +120,11 @@ def main() -> None:
     }
     out = Path(a.out)
     out.parent.mkdir(parents=True, exist_ok=True)
+    OUT[0] = str(out)
+    header: dict[str, Any] = {"type": "header", "exp": "host_data", "started": now(), "git": env["git"], "hardware": hardware()}
+    header |= {"torch": torch.__version__, "threads": 1, "load_before": os.getloadavg()[0], "command": env["command"]}
     with out.open("w") as f:
+        f.write(json.dumps(header) + "\n")
         for exp in ("train", "multihop"):
             cfg = compose_cfg([f"+exp={exp}", f"design={DESIGN}", f"train.tokens_per_step={TOKENS}", "train.batch=1000000"])
             stages, vocab = stages_of(cfg.train), vocab_of(cfg)
@@ -93,8 +142,13 @@ def main() -> None:
                     flops = train_flops(model, cfg.attention[DESIGN], batch=rows, seq_len=T, answers=answers)
                     step_s = flops / (FRACTION * peak)
                     target = SHARE * step_s
-                    for prefetcher in ("thread",):
-                        pre = Prefetcher(cfg, stages, vocab, pin=False)
+                    for prefetcher in a.kinds:
+                        pre: Prefetcher | ProcessPrefetcher
+                        pre = (
+                            Prefetcher(cfg, stages, vocab, pin=False)
+                            if prefetcher == "thread"
+                            else ProcessPrefetcher(cfg, stages, vocab, i)
+                        )
                         waits = []
                         try:
                             for s in range(a.steps + 4):
@@ -105,6 +159,11 @@ def main() -> None:
                         finally:
                             pre.close()
                         rec = {
+                            "type": "record",
+                            "metric": "host_data/wait",
+                            "unit": "s",
+                            "value": statistics.median(waits),
+                            "device": "cpu",
                             "exp": exp,
                             "stage": i + 1,
                             "lengths": stage.lengths(),
@@ -132,4 +191,14 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    _t0, _status, _error = time.perf_counter(), "completed", None
+    try:
+        main()
+    except KeyboardInterrupt:
+        _status = "interrupted"
+        raise
+    except Exception as e:
+        _status, _error = "failed", f"{type(e).__name__}: {e}"[:300]
+        raise
+    finally:
+        script_footer(OUT[0], "host_data", _status, time.perf_counter() - _t0, _error)

@@ -258,3 +258,33 @@ WAYS = {
     "two_1t": "two trainings, 1 thread each (taskset)",
     "ddp_2p": "torchrun DDP, 2 processes of 1 thread (gloo)",
 }
+
+
+# ---------------------------------------------------------------- host_data
+
+
+@table("host_data/waits")
+def host_data_waits(data: RunData) -> pd.DataFrame:
+    """experiments/host_data/measure.py: the host's time a 64K-token step's batch costs the
+    training loop, made in line or ahead (a thread; DataLoader worker processes), against 5% of
+    the step's projected time on an H100 at 40% of its bf16 peak."""
+    d = metric(data.records, "host_data/wait")
+    rows = []
+    for _, r in d.iterrows():
+        inline, wait = r["inline_s"], r["prefetched_wait_s"]
+        rows.append(
+            {
+                "curriculum": {"train": "needle (exp=train)", "multihop": "chain (exp=multihop)"}.get(r["exp"], r["exp"]),
+                "stage": f"{r['stage']:.0f}",
+                "rows x length": f"{r['rows_x_len'][0]:,} x {fmt_len(r['rows_x_len'][1])}",
+                "width": f"{r['width']:.0f}",
+                "made by": r["prefetcher"],
+                "in line ms (median, min–max)": f"{1e3 * inline['median']:.2f} ({1e3 * inline['min']:.2f}–{1e3 * inline['max']:.2f})",
+                "wait µs (median, max)": f"{1e6 * wait['median']:,.0f} ({1e6 * wait['max']:,.0f})",
+                "GPU step ms (projected)": f"{1e3 * r['device_step_s']:.2f}",
+                "target µs (5%)": f"{1e6 * r['target_s']:,.0f}",
+                "made ahead meets it": "yes" if r["prefetched_meets"] else "no",
+                "load (1 min)": f"{r['load_1min']:.2f}",
+            }
+        )
+    return pd.DataFrame(rows)
