@@ -31,6 +31,7 @@ def repo(tmp_path, monkeypatch):
     git(r, "add", "model.py")
     git(r, "commit", "-q", "-m", "first")
     monkeypatch.setattr(lines, "CHECKOUT", r)
+    monkeypatch.setattr(lines, "imported_elsewhere", lambda: [])  # (the package itself is not in the scratch repo)
     return r
 
 
@@ -102,3 +103,15 @@ def test_rewritten_records_leave_a_checkout_clean_and_code_does_not(repo, tmp_pa
     out.mkdir()
     diff = (out / lines.with_diff(lines.git_commit(), out)["diff"]).read_text()
     assert "+n = 2" in diff and "report.html" not in diff and "results.jsonl" not in diff
+
+
+def test_a_package_part_imported_from_another_checkout_makes_the_run_dirty(tmp_path, monkeypatch):
+    """A second worktree run with the first one's editable install imports kernels/ and conf/ from
+    the first: its own commit does not say which code ran, so the header says dirty and names it."""
+    assert lines.imported_elsewhere() == []  # this checkout: everything from here
+    monkeypatch.setattr(lines, "CHECKOUT", tmp_path / "other" / "attnbench" / "records")
+    found = lines.imported_elsewhere()
+    assert [f.split(" from ")[0] for f in found] == ["attnbench.kernels", "attnbench.conf"]
+    monkeypatch.setattr(lines, "CHECKOUT", lines.Path(lines.__file__).resolve().parent)
+    g = lines.git_commit()
+    assert "elsewhere" not in g

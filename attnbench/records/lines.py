@@ -77,8 +77,26 @@ CODE = (
 )
 
 
+def imported_elsewhere() -> list[str]:
+    """The parts of the package (its kernels and configs, which the editable install maps from the
+    repository's top level) that this process imports from a different checkout than attnbench's
+    own: a second worktree run with the first one's editable install takes kernels/ and conf/
+    from the first, whatever its own commit says."""
+    import importlib.util
+
+    root = CHECKOUT.parents[1]
+    out = []
+    for name in ("attnbench.kernels", "attnbench.conf"):
+        spec = importlib.util.find_spec(name)
+        where = [Path(p).resolve() for p in (spec.submodule_search_locations or [])] if spec else []
+        if where and not any(root == w or root in w.parents for w in where):
+            out.append(f"{name} from {where[0]}")
+    return out
+
+
 def git_commit() -> dict[str, Any]:
-    """The commit of the attnbench checkout (``unknown`` for an installed wheel)."""
+    """The commit of the attnbench checkout (``unknown`` for an installed wheel); ``dirty`` also
+    when part of the package is imported from another checkout (``elsewhere`` names it)."""
     here = CHECKOUT
     try:
         commit = subprocess.run(["git", "-C", str(here), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
@@ -90,6 +108,9 @@ def git_commit() -> dict[str, Any]:
             text=True,
             timeout=10,
         )
+        elsewhere = imported_elsewhere()
+        if elsewhere:
+            return {"commit": commit.stdout.strip(), "dirty": True, "elsewhere": elsewhere}
         return {"commit": commit.stdout.strip(), "dirty": bool(status.stdout.strip())}
     except (OSError, subprocess.SubprocessError):
         return {"commit": "unknown", "dirty": None}
