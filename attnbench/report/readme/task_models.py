@@ -408,9 +408,11 @@ def capacity_accuracy(data: RunData) -> pd.DataFrame:
     d = metric(data.records, "capacity/acc")
     d = d[d["status"] == "measured"]
     rows = []
-    for name in designs(d):
+    # softmax (no state) first, then the fixed states from the largest down
+    size = {n: d.loc[d["design"] == n, "state_size"].max() if "state_size" in d else float("nan") for n in designs(d)}
+    for name in sorted(size, key=lambda n: (pd.notna(size[n]), -size[n] if pd.notna(size[n]) else 0, n)):
         mine = d[d["design"] == name]
-        state = mine["state_size"].max() if "state_size" in mine else float("nan")
+        state = size[name]
         row = {"design": name, "state floats a layer": f"{state:,.0f}" if pd.notna(state) else "— (every token kept)"}
         for pairs, g in mine.groupby("n_pairs"):
             row[f"{pairs:g} pairs"] = _acc(g)
