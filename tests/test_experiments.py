@@ -196,3 +196,36 @@ def test_experiment_runs_end_to_end(exp, tmp_path, monkeypatch):
         "serving",
         "scale",
     )
+
+
+def test_a_script_experiment_ends_its_results_with_how_it_ended(tmp_path):
+    """attnbench.scripts.run_script (experiments/*/*.py): completed, failed (with the error) or
+    interrupted, appended once the script named its file; the exception still propagates."""
+    import json
+
+    import pytest
+
+    from attnbench.scripts import run_script
+
+    out = [""]
+
+    def works():
+        out[0] = str(tmp_path / "a.jsonl")
+
+    def fails():
+        out[0] = str(tmp_path / "b.jsonl")
+        raise ValueError("no such width")
+
+    def stopped():
+        out[0] = str(tmp_path / "c.jsonl")
+        raise KeyboardInterrupt
+
+    run_script(works, "x", out)
+    with pytest.raises(ValueError):
+        run_script(fails, "x", out)
+    with pytest.raises(KeyboardInterrupt):
+        run_script(stopped, "x", out)
+    ends = [json.loads((tmp_path / f"{n}.jsonl").read_text()) for n in "abc"]
+    assert [e["status"] for e in ends] == ["completed", "failed", "interrupted"]
+    assert ends[1]["error"] == "ValueError: no such width" and all(e["type"] == "footer" and e["exp"] == "x" for e in ends)
+    run_script(lambda: None, "x", [""])  # a script that never named its file writes nothing

@@ -50,7 +50,6 @@ from attnbench.experiments.scale import ladder_model  # noqa: E402
 from attnbench.records.lines import git_commit  # noqa: E402
 from attnbench.tasks.batches import answer_columns  # noqa: E402
 from attnbench.records.lines import hardware, now  # noqa: E402
-from attnbench.scripts import script_footer  # noqa: E402
 from attnbench.training.prefetch import Prefetcher  # noqa: E402
 from attnbench.training.rate import device_name  # noqa: E402
 from attnbench.training.trainer import stages_of, step_batch, vocab_of  # noqa: E402
@@ -191,14 +190,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    _t0, _status, _error = time.perf_counter(), "completed", None
-    try:
-        main()
-    except KeyboardInterrupt:
-        _status = "interrupted"
-        raise
-    except Exception as e:
-        _status, _error = "failed", f"{type(e).__name__}: {e}"[:300]
-        raise
-    finally:
-        script_footer(OUT[0], "host_data", _status, time.perf_counter() - _t0, _error)
+    from attnbench.scripts import run_script
+
+    run_script(main, "host_data", OUT)

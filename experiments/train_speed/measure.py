@@ -248,16 +248,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    from attnbench.scripts import script_footer
+    from attnbench.scripts import run_script
 
-    _t0, _status, _error = time.perf_counter(), "completed", None
-    try:
-        main()
-    except KeyboardInterrupt:
-        _status = "interrupted"
-        raise
-    except Exception as e:
-        _status, _error = "failed", f"{type(e).__name__}: {e}"[:300]
-        raise
-    finally:
-        script_footer(OUT[0], "train_speed", _status, time.perf_counter() - _t0, _error)
+    run_script(main, "train_speed", OUT)

@@ -201,16 +201,6 @@ def stages_of(cfg):
 
 
 if __name__ == "__main__":
-    from attnbench.scripts import script_footer
+    from attnbench.scripts import run_script
 
-    _t0, _status, _error = time.perf_counter(), "completed", None
-    try:
-        main()
-    except KeyboardInterrupt:
-        _status = "interrupted"
-        raise
-    except Exception as e:
-        _status, _error = "failed", f"{type(e).__name__}: {e}"[:300]
-        raise
-    finally:
-        script_footer(OUT[0], "two_cores", _status, time.perf_counter() - _t0, _error)
+    run_script(main, "two_cores", OUT)
