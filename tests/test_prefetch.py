@@ -15,7 +15,7 @@ from helpers import TINY_BACKBONE, TINY_TASK, compose_cfg
 def test_prefetched_batches_are_the_inline_ones():
     cfg = compose_cfg(["+exp=train", "design=softmax", *TINY_BACKBONE, *TINY_TASK, "train.max_steps=40"])
     stages, vocab = stages_of(cfg.train), vocab_of(cfg)
-    pre = Prefetcher(cfg, stages, vocab, pin=False, ahead=2)
+    pre = Prefetcher(lambda i, s: step_batch(cfg, stages, i, s, vocab), max_steps=40, pin=False, ahead=2)
     # steps 0-5 at stage 0, the stage passed at step 6, a jump to step 20 (a resume elsewhere)
     asks = [(0, s) for s in range(6)] + [(1, s) for s in range(6, 10)] + [(1, 20), (1, 21), (0, 3)]
     try:

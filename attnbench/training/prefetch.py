@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Callable
 
 import torch
 
@@ -30,17 +31,16 @@ class Prefetcher:
     """``get(stage_i, step)`` -> (x, y, cols): the batch step_batch makes (and its answer
     columns), made ahead by one background thread; ``wait_s`` the seconds the last get waited."""
 
-    def __init__(self, cfg, stages, vocab, *, pin: bool, ahead: int = 2):
-        self.cfg, self.stages, self.vocab, self.pin, self.ahead = cfg, stages, vocab, pin, int(ahead)
+    def __init__(self, make: Callable[[int, int], tuple[torch.Tensor, torch.Tensor]], *, max_steps: int, pin: bool, ahead: int = 2):
+        """make(stage_i, step) -> (x, y): the in-line batch (trainer.step_batch with its config)."""
+        self.make, self.max_steps, self.pin, self.ahead = make, int(max_steps), pin, int(ahead)
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="attnbench-batches")
         self._ahead: dict[tuple[int, int], Future] = {}
         self.restarts = 0  # requests that found no batch made ahead (the first, a stage change, a jump)
         self.wait_s = 0.0
 
     def _make(self, stage_i: int, step: int):
-        from attnbench.training.trainer import step_batch  # (trainer imports this module)
-
-        x, y = step_batch(self.cfg, self.stages, stage_i, step, self.vocab)
+        x, y = self.make(stage_i, step)
         if self.pin:  # page-locked: the copy to the GPU runs asynchronously
             x, y = x.pin_memory(), y.pin_memory()
         return x, y, answer_columns(y)
@@ -54,7 +54,7 @@ class Prefetcher:
             self._ahead.clear()
             self.restarts += 1
             fut = self._pool.submit(self._make, stage_i, step)
-        for s in range(step + 1, min(step + 1 + self.ahead, int(self.cfg.train.max_steps))):
+        for s in range(step + 1, min(step + 1 + self.ahead, self.max_steps)):
             if (stage_i, s) not in self._ahead:
                 self._ahead[(stage_i, s)] = self._pool.submit(self._make, stage_i, s)
         batch = fut.result()

@@ -294,7 +294,8 @@ def _train(cfg, design_name: str, device, *, key: str | None, backends: dict[str
         st.commits.append({"step": st.step, **git_commit()})
     loop.start = time.perf_counter() - st.wall_s
     if par.whole_batches and workers_for(device):
-        loop.prefetch = Prefetcher(cfg, stages, loop.vocab, pin=device.type == "cuda")
+        vocab = loop.vocab
+        loop.prefetch = Prefetcher(lambda i, s: step_batch(cfg, stages, i, s, vocab), max_steps=tc.max_steps, pin=device.type == "cuda")
     model.train()
     if st.continued_from:
         loop.log.info(f"continues {st.continued_from} (its first {len(st.stage_starts) - 1} stages) from step {st.step}")

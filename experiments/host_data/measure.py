@@ -144,7 +144,7 @@ def main() -> None:
                     for prefetcher in a.kinds:
                         pre: Prefetcher | ProcessPrefetcher
                         pre = (
-                            Prefetcher(cfg, stages, vocab, pin=False)
+                            Prefetcher(lambda i_, s_: step_batch(cfg, stages, i_, s_, vocab), max_steps=cfg.train.max_steps, pin=False)
                             if prefetcher == "thread"
                             else ProcessPrefetcher(cfg, stages, vocab, i)
                         )
