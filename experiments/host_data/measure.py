@@ -98,6 +98,27 @@ class ProcessPrefetcher:
         self._it._shutdown_workers()  # type: ignore[attr-defined]
 
 
+def _prefetcher(kind: str, cfg, stages, vocab, stage_i: int) -> Prefetcher | ProcessPrefetcher:
+    if kind == "thread":
+        return Prefetcher(lambda i, s: step_batch(cfg, stages, i, s, vocab), max_steps=cfg.train.max_steps, pin=False)
+    return ProcessPrefetcher(cfg, stages, vocab, stage_i)
+
+
+def _waits(pre, stage_i: int, steps: int, step_s: float) -> list[float]:
+    """The loop's wait for each of ``steps`` batches after four warm-up steps, the device's step
+    stood in for by a sleep of ``step_s`` (the host waits for the device there); closes ``pre``."""
+    waits = []
+    try:
+        for s in range(steps + 4):
+            pre.get(stage_i, s)
+            if s >= 4:
+                waits.append(pre.wait_s)
+            time.sleep(step_s)
+    finally:
+        pre.close()
+    return waits
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--widths", type=int, nargs="+", default=[128, 256, 512])
@@ -142,21 +163,7 @@ def main() -> None:
                     step_s = flops / (FRACTION * peak)
                     target = SHARE * step_s
                     for prefetcher in a.kinds:
-                        pre: Prefetcher | ProcessPrefetcher
-                        pre = (
-                            Prefetcher(lambda i_, s_: step_batch(cfg, stages, i_, s_, vocab), max_steps=cfg.train.max_steps, pin=False)
-                            if prefetcher == "thread"
-                            else ProcessPrefetcher(cfg, stages, vocab, i)
-                        )
-                        waits = []
-                        try:
-                            for s in range(a.steps + 4):
-                                pre.get(i, s)
-                                if s >= 4:
-                                    waits.append(pre.wait_s)
-                                time.sleep(step_s)  # the device's step, which the host waits for
-                        finally:
-                            pre.close()
+                        waits = _waits(_prefetcher(prefetcher, cfg, stages, vocab, i), i, a.steps, step_s)
                         rec = {
                             "type": "record",
                             "metric": "host_data/wait",
