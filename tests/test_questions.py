@@ -123,6 +123,22 @@ def test_q_tokens_compares_retrieval_at_each_length_and_shows_the_selection_cost
     assert any("selection cost measured: not yet measured" in e for e in v.evidence)  # no timed dsa op here
 
 
+def test_q_tokens_shows_measured_selection_cost_where_one_run_timed_both(tmp_path):
+    """A length where one kernels_cpu run timed dsa's and msa's parts gives one measured line (dsa's
+    median over msa's); a length where only dsa was timed gives none."""
+    from test_claims import rec
+
+    def t(op, ms, n):
+        return rec("dsa" if op.startswith("dsa") else "msa", "latency/prefill_ms", ms, op=op, backend="reference", context_len=n)
+
+    timed = [t("dsa_select", 30.0, 4096), t("msa_select", 10.0, 4096), t("dsa_attn", 8.0, 4096), t("msa_attn", 4.0, 4096)]
+    v = _q("Q-tokens", tmp_path, _needles(0, 190, 100) + timed + [t("dsa", 99.0, 16384)], exp="fixture")
+    lines = [e for e in v.evidence if e.startswith("cost measured")]
+    assert len(lines) == 1 and "at 4K" in lines[0], v.evidence
+    assert "dsa_select 30.0 ms vs msa_select 10.0 ms (3x)" in lines[0] and "dsa_attn 8.0 ms vs msa_attn 4.0 ms (2x)" in lines[0]
+    assert not any("selection cost measured: not yet measured" in e for e in v.evidence)
+
+
 def test_q_tokens_shows_the_cost_models_selection_cost_labelled_projected(tmp_path):
     """The report hands the cost model in (a verdict reads records only): one projected line a length,
     its numbers the cost model's; msa's block scores at decode are 2 G Di n FLOPs (G index heads)."""

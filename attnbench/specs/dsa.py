@@ -30,20 +30,34 @@ def tokens(sh) -> int:
     return sh.top_k * sh.block_size
 
 
-def gqa_dsa_cost(phase, n, a, B, e, impl):
-    """The layer built here (index_topk 0): INDEX_HEADS ReLU index heads over every past token, then
-    GQA softmax over the top top_k * block_size tokens (msa's budget)."""
-    from attnbench.bench.cost_terms import Cost, causal_pairs, sum_window
+def gqa_dsa_select_cost(phase, n, a, B, e, impl):
+    """The layer built here, its selection: INDEX_HEADS ReLU index heads over every past token, then top-k."""
+    from attnbench.bench.cost_terms import Cost, causal_pairs
     from attnbench.model.dsa import INDEX_HEADS
 
     T, S = (n, n) if phase == "prefill" else (1, n)
-    H, G, D, Di, topk = a.n_heads, a.n_kv_heads, a.head_dim, a.index_dim, a.top_k * a.block_size
+    Di = a.index_dim
     keys_idx = causal_pairs(T) if phase == "prefill" else S
     c = Cost().add("indexer", 2 * B * INDEX_HEADS * Di * keys_idx, e * B * (T * INDEX_HEADS * (Di + 1) + S * Di), 2)
-    c.add("indexer (relu, top-k)", 3 * B * INDEX_HEADS * keys_idx, 4 * B * keys_idx, 2, kind="vec")
+    return c.add("indexer (relu, top-k)", 3 * B * INDEX_HEADS * keys_idx, 4 * B * keys_idx, 2, kind="vec")
+
+
+def gqa_dsa_attn_cost(phase, n, a, B, e, impl):
+    """The layer built here, its attention: GQA softmax over the top top_k * block_size tokens (msa's budget)."""
+    from attnbench.bench.cost_terms import Cost, sum_window
+
+    T, S = (n, n) if phase == "prefill" else (1, n)
+    H, G, D, topk = a.n_heads, a.n_kv_heads, a.head_dim, a.top_k * a.block_size
     attended = sum_window(S, topk) - sum_window(S - T, topk)  # query at p attends to min(p + 1, topk) tokens
-    c.add("sparse attention", 4 * B * H * D * attended, e * B * (attended * 2 * G * D + 2 * T * H * D), 1 if impl == "fused" else 6)
+    c = Cost().add(
+        "sparse attention", 4 * B * H * D * attended, e * B * (attended * 2 * G * D + 2 * T * H * D), 1 if impl == "fused" else 6
+    )
     return c.add("sparse attention (exp)", B * H * attended, 0, 0, kind="exp")
+
+
+def gqa_dsa_cost(phase, n, a, B, e, impl):
+    """The layer built here (index_topk 0): its selection, then its attention."""
+    return gqa_dsa_select_cost(phase, n, a, B, e, impl) + gqa_dsa_attn_cost(phase, n, a, B, e, impl)
 
 
 def dsa_cost(phase, n, a, B, e, impl):
@@ -61,9 +75,10 @@ class DSA(Softmax):
     baselines = ("reference",)
     selects = True
     shape_settings = ("block_size", "top_k", "index_dim")  # its budget is msa's: top_k blocks of block_size tokens
+    part_names = ("dsa_select", "dsa_attn")  # timed alone beside msa's two parts (Q-tokens' measured cost)
 
     def costs(self):
-        return {"dsa": dsa_cost}
+        return {"dsa": dsa_cost, "dsa_select": gqa_dsa_select_cost, "dsa_attn": gqa_dsa_attn_cost}
 
     def token_elements(self, arch):
         if arch.mla_latent:
@@ -115,6 +130,15 @@ class DSA(Softmax):
         if idx is None:
             idx = dsa_naive.dsa_select(x["index_q"], x["index_w"], x["index_k"], tokens(sh))
         return (dsa_naive.dsa_attn(x["q"], x["k"], x["v"], idx),)
+
+    def parts(self, x, sh, backend):
+        import attnbench.kernels as K
+
+        idx = self._select(x, sh, backend)
+        return {
+            self.part_names[0]: lambda: self._select(x, sh, backend),
+            self.part_names[1]: lambda: K.dsa_attn(x["q"], x["k"], x["v"], idx, backend=backend),
+        }
 
 
 SPEC = DSA()

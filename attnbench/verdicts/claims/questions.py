@@ -188,11 +188,36 @@ def projected_cost(v: Verdict, selection_cost: Callable[[str, int], tuple[float,
         )
 
 
+TOKEN_PARTS = (("dsa_select", "msa_select"), ("dsa_attn", "msa_attn"), ("dsa", "msa"))  # (token-level, block-level) timed pairs
+
+
+def _of_limit(r) -> str:
+    """A timing's fraction of its two-term limit (a reference far below it costs more than its design needs)."""
+    f = getattr(r, "limit_fraction", None)
+    return f" ({f:.2f} of its limit)" if f is not None and f == f else ""
+
+
 def _measured_cost(df: pd.DataFrame, v: Verdict) -> None:
-    t = metric(df, "kernels/time_s") if "op" in df.columns else df.iloc[0:0]
-    ops = set(t["op"].dropna()) if not t.empty else set()
-    if not {"dsa", "msa"} <= ops:
-        v.evidence.append("selection cost measured: not yet measured: no timed dsa ops (exp=kernels_cpu with dsa among its ops)")
+    """Q-tokens' measured half: each length at which one kernels_cpu run timed both selections (and both
+    attentions, both whole ops) alternately in one process; dsa's time over msa's, with both medians."""
+    t = metric(df, "latency/prefill_ms")
+    t = t[(t["status"] == "measured") & t["op"].isin({n for pair in TOKEN_PARTS for n in pair})] if "op" in t.columns else t.iloc[0:0]
+    seen = False
+    for (run, n), g in t.groupby(["run_dir", "context_len"], sort=True):
+        ms = {r.op: r for r in g.itertuples()}
+        pairs = [(a, b) for a, b in TOKEN_PARTS if a in ms and b in ms]
+        if not pairs:
+            continue
+        seen = True
+        timed = "; ".join(
+            f"{a} {ms[a].value:,.1f} ms{_of_limit(ms[a])} vs {b} {ms[b].value:,.1f} ms{_of_limit(ms[b])} ({ms[a].value / ms[b].value:.2g}x)"
+            for a, b in pairs
+        )
+        v.evidence.append(f"cost measured at {fmt_len(int(n))} ({run}, forward, medians timed alternately in one process): {timed}")
+    if not seen:
+        v.evidence.append(
+            "selection cost measured: not yet measured: no run timed dsa's and msa's ops side by side (exp=kernels_cpu with both among its ops)"
+        )
 
 
 def judge_tokens(df: pd.DataFrame, t: dict, train=None) -> Verdict:
