@@ -46,7 +46,8 @@ def sync_free(t: torch.Tensor) -> bool:
     """Whether an op handling ``t`` must take its branch without host reads of device values
     (``.item()``, ``bool(t)``, data-sized outputs): on an accelerator, where each read stalls the
     host until the device's queue drains, or under :func:`device_paths`. On the CPU a read is
-    free, and a few references keep a cheaper data-dependent branch there (msa's top-k ties).
+    free, and a reference may keep a cheaper data-dependent branch there (none does at present:
+    msa's top-k tie repair, the last, became one read-free topk).
     The guard that finds such reads is attnbench/training/sync.py's."""
     return _DEVICE_PATHS[0] or t.device.type != "cpu"
 

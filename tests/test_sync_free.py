@@ -111,12 +111,16 @@ def test_answer_columns_are_read_on_the_host():
     assert answer_columns(ragged) is None
 
 
-@pytest.mark.parametrize("kk", [1, 3, 6])
-def test_top_blocks_without_host_reads_breaks_ties_as_the_cpu_branch(kk):
+@pytest.mark.parametrize("kk", [1, 3, 6, 9])
+def test_top_blocks_reads_nothing_and_breaks_ties_as_a_stable_sort(kk):
+    """fp32 scores take one topk over int64 keys (no tie repair, no host read): the same values and ids
+    as a stable descending sort, ties (-0.0 and +0.0 among them) and -inf padding included."""
     g = torch.Generator().manual_seed(1)
-    scores = torch.randint(0, 4, (5, 7, 9), generator=g).float()  # many ties
+    scores = torch.randint(-2, 3, (5, 7, 9), generator=g).float()  # many ties
+    scores[1][scores[1] == 0] = -0.0
     scores[0, :, 4:] = float("-inf")  # padding
-    want = top_blocks(scores, kk)
-    with device_paths(), SyncGuard():
+    want = tuple(t[..., :kk] for t in scores.double().sort(dim=-1, descending=True, stable=True))
+    with SyncGuard():
         got = top_blocks(scores, kk)
-    assert torch.equal(got[0], want[0]) and torch.equal(got[1][want[0] > float("-inf")], want[1][want[0] > float("-inf")])
+    assert torch.equal(got[1], want[1]) and torch.equal(got[0].double(), want[0])
+    assert all(torch.equal(a, b) for a, b in zip(top_blocks(scores.double(), kk), want))  # other dtypes: the stable sort

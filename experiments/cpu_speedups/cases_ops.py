@@ -171,6 +171,55 @@ def msa_op(calls: int, part: str = "attn", T: int = 65536, rev: str = SESSION_4)
         ]
 
 
+DSA_BASE = "88eacfb"  # dsa's reference before its top-k keys and per-group gathers (issue 45, Q-tokens' cost)
+DSA_CHANGES = {
+    "select": ("topk, tie repair, then two sorts (id order, stable by score)", "one topk over int64 keys (score order, then lowest id)"),
+    "attn": (
+        "keys and values gathered as (query, token, group) rows from a copy of K per tile, einsum; dense only to 128K pairs",
+        "one index_select per tile from (B G S, D) views, per-group GEMMs; dense masked SDPA to 1M pairs",
+    ),
+}
+
+
+def dsa_op(calls: int, part: str, T: int):
+    """dsa_select or dsa_attn (no grad) against DSA_BASE's, at kernels_cpu's shape (B 1, H 8, Hkv 2,
+    D 64, 2 index heads of dim 64, msa's budget of 512 tokens a query)."""
+    from attnbench.kernels.dsa import reference as new
+
+    old = old_module("kernels/dsa/reference.py", "old_dsa_reference", {"from ..": "from attnbench.kernels."}, rev=DSA_BASE)
+    B, H, G, D, Di, k = 1, 8, 2, 64, 64, 512
+    g = torch.Generator().manual_seed(0)
+    q, kk, v = torch.randn(B, H, T, D, generator=g), torch.randn(B, G, T, D, generator=g), torch.randn(B, G, T, D, generator=g)
+    iq, iw, ik = torch.randn(B, G, T, Di, generator=g), torch.randn(B, T, G, generator=g), torch.randn(B, T, Di, generator=g)
+    with torch.no_grad():
+        idx = new.dsa_select(iq, iw, ik, k)
+        if part == "select":
+            assert torch.equal(idx, old.dsa_select(iq, iw, ik, k)), "old and new selections differ"
+
+            def run(m):
+                return lambda: m.dsa_select(iq, iw, ik, k)
+        else:
+            close(new.dsa_attn(q, kk, v, idx), old.dsa_attn(q, kk, v, idx), "o")
+
+            def run(m):
+                return lambda: m.dsa_attn(q, kk, v, idx)
+
+        return [
+            dict(
+                design="dsa",
+                metric=f"speedup/dsa_{part}",
+                unit="x",
+                context_len=T,
+                heads=H,
+                head_dim=D,
+                what=f"dsa_{part} forward (no grad), B 1, H 8, Hkv 2, 512 tokens a query",
+                old=f"{DSA_BASE}: {DSA_CHANGES[part][0]}",
+                new=DSA_CHANGES[part][1],
+                **alternate(run(old), run(new), calls),
+            )
+        ]
+
+
 def msa_select_tiles(calls: int, rows: int, keys: int, T: int = 32768):
     """msa_select with other score tiles (SELECT_ROWS x SELECT_KEYS) against the committed
     512 x 512, both the code at HEAD, at kernels_cpu's shape (index dim 64, block 64, top 8)."""

@@ -25,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the cases import
 
 from experiments.cpu_speedups.cases_ops import (  # noqa: E402
     SESSION_10,
+    dsa_op,
     lightning_chunk,
     lightning_op,
     lightning_scan,
@@ -71,6 +72,7 @@ CASES: dict[str, Callable[[int], list[dict[str, Any]]]] = {
     "msa_remote": msa_op,
     "msa_attn_fused_m": lambda c: msa_op(c, rev=SESSION_10),
     "msa_select_rows": lambda c: msa_op(c, "select"),
+    **{f"dsa_{part}_{T // 1024}k": functools.partial(dsa_op, part=part, T=T) for part in ("select", "attn") for T in (1024, 4096, 16384)},
     "prefill_chunks": lambda c: prefill_chunks(1),  # one 4M prefill (~2 min)
     "sliding_window_two_triangles": sliding_window_op,  # issue 42 item 2: kernels_cpu's 64K shape
     "sliding_window_block64": lambda c: sliding_window_op(c, "block64"),

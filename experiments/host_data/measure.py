@@ -170,7 +170,8 @@ def main() -> None:
                             "unit": "s",
                             "value": statistics.median(waits),
                             "device": "cpu",
-                            "exp": exp,
+                            "exp": "host_data",
+                            "curriculum": exp,  # the needle (train) or chain (multihop) curriculum
                             "stage": i + 1,
                             "lengths": stage.lengths(),
                             "rows_x_len": [rows, T],

@@ -274,7 +274,7 @@ def host_data_waits(data: RunData) -> pd.DataFrame:
         inline, wait = r["inline_s"], r["prefetched_wait_s"]
         rows.append(
             {
-                "curriculum": {"train": "needle (exp=train)", "multihop": "chain (exp=multihop)"}.get(r["exp"], r["exp"]),
+                "curriculum": {"train": "needle (exp=train)", "multihop": "chain (exp=multihop)"}.get(r["curriculum"], r["curriculum"]),
                 "stage": f"{r['stage']:.0f}",
                 "rows x length": f"{r['rows_x_len'][0]:,} x {fmt_len(r['rows_x_len'][1])}",
                 "width": f"{r['width']:.0f}",
