@@ -25,9 +25,9 @@ from ..msa.reference import top_blocks
 
 SCORE_BYTES = 4 << 20  # one tile's (Tq, keys) fp32 index scores: 4 MiB tiles ran twice as fast as 16 MiB ones at 16K (cache-sized)
 GATHER_BYTES = 16 << 20  # one tile's gathered keys and values (B, Tq, top_k, G, D) fp32, twice
-DENSE_LIMIT = (
-    1 << 20
-)  # T * S up to which dsa_attn uses a dense masked SDPA (1K x 1K: 1.4x faster than gathering 512 tokens a query; 2K x 2K about even)
+DENSE_LIMIT = 1 << 17  # T * S up to which dsa_attn always uses a dense masked SDPA
+DENSE_KEYS = 2  # and where S <= DENSE_KEYS * top_k: dense costs T S, gathering T top_k, and gathering pays per token
+# (top_k 512, no grad: dense 1.4x faster at 1K keys, about even at 2K; a model's 64 tokens at 1K: gathering 10x faster)
 
 
 @torch.compiler.disable  # data-dependent tiles; the selection passes no gradient
@@ -76,12 +76,13 @@ def _tile_rows(B: int, top_k: int, G: int, D: int, T: int) -> int:
     return max(16, min(T, GATHER_BYTES // max(1, 8 * B * top_k * G * D)))
 
 
+@torch.compiler.disable  # a tile loop of gathers and small GEMMs: traced (dynamic shapes) a training step ran 10x slower
 def dsa_attn(q, k, v, idx, *, scale: float | None = None):
     """q (B, H, T, D); k, v (B, G, S, D); idx (B, T, top_k) -> o (B, H, T, D)."""
     B, H, T, D = q.shape
     G, S = k.shape[1], k.shape[2]
     scale = 1.0 / math.sqrt(D) if scale is None else scale
-    if T * S <= DENSE_LIMIT:
+    if T * S <= DENSE_LIMIT or S <= DENSE_KEYS * idx.shape[-1]:
         allowed = torch.zeros(B, T, S + 1, dtype=torch.bool, device=q.device)
         allowed.scatter_(-1, idx.masked_fill(idx < 0, S), True)
         return F.scaled_dot_product_attention(q, k, v, attn_mask=allowed[:, None, :, :S], scale=scale, enable_gqa=G != H)
@@ -96,6 +97,7 @@ def dsa_attn(q, k, v, idx, *, scale: float | None = None):
     return torch.cat(outs, dim=2) if len(outs) > 1 else outs[0]
 
 
+@torch.compiler.disable  # the same tiles as dsa_attn
 def dsa_index_kl(q, k, index_q, index_w, index_k, idx, *, scale: float | None = None):
     """Mean over (B, T) of KL(p_main || p_index) on each query's selected tokens, tile by tile;
     gradients reach index_q, index_w, index_k only (the main branch is detached)."""
