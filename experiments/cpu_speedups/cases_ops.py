@@ -187,6 +187,8 @@ def dsa_op(calls: int, part: str, T: int):
     from attnbench.kernels.dsa import reference as new
 
     old = old_module("kernels/dsa/reference.py", "old_dsa_reference", {"from ..": "from attnbench.kernels."}, rev=DSA_BASE)
+    old_msa = old_module("kernels/msa/reference.py", "old_msa_reference_dsa", {"from ..": "from attnbench.kernels."}, rev=DSA_BASE)
+    old.top_blocks = old_msa.top_blocks  # the old top-k too (the old dsa module imports msa's current one)
     B, H, G, D, Di, k = 1, 8, 2, 64, 64, 512
     g = torch.Generator().manual_seed(0)
     q, kk, v = torch.randn(B, H, T, D, generator=g), torch.randn(B, G, T, D, generator=g), torch.randn(B, G, T, D, generator=g)

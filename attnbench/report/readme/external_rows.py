@@ -3,6 +3,8 @@ experiments/roofline_cpu/README.md (exp=kernels_cpu's two-term roofline fields: 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pandas as pd
 
 from attnbench.report.frame import RunData
@@ -48,6 +50,7 @@ def ops(data: RunData) -> pd.DataFrame:
     d = d[d["status"] == "measured"] if not d.empty else d
     rows = [
         {
+            "run": Path(str(r["run_dir"])).name,
             "T": f"{int(r['context_len']):,}",
             "op": r["op"],
             "backend": r["backend"],
