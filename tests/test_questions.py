@@ -129,14 +129,23 @@ def test_q_tokens_shows_measured_selection_cost_where_one_run_timed_both(tmp_pat
     from test_claims import rec
 
     def t(op, ms, n):
-        return rec("dsa" if op.startswith("dsa") else "msa", "latency/prefill_ms", ms, op=op, backend="reference", context_len=n)
+        design = "dsa" if op.startswith("dsa") else "msa"
+        return rec(design, "latency/prefill_ms", ms, op=op, backend="reference", context_len=n, method=method)
+
+    method = "alternating"
 
     timed = [t("dsa_select", 30.0, 4096), t("msa_select", 10.0, 4096), t("dsa_attn", 8.0, 4096), t("msa_attn", 4.0, 4096)]
+    method = "torch.utils.benchmark"  # crossover's one-by-one op timings: not read
+    timed += [t("dsa", 50.0, 8192), t("msa", 10.0, 8192)]
     v = _q("Q-tokens", tmp_path, _needles(0, 190, 100) + timed + [t("dsa", 99.0, 16384)], exp="fixture")
     lines = [e for e in v.evidence if e.startswith("cost measured")]
     assert len(lines) == 1 and "at 4K" in lines[0], v.evidence
     assert "dsa_select 30.0 ms vs msa_select 10.0 ms (3x)" in lines[0] and "dsa_attn 8.0 ms vs msa_attn 4.0 ms (2x)" in lines[0]
     assert not any("selection cost measured: not yet measured" in e for e in v.evidence)
+    assert "cost" not in v.headline  # no run timed both whole ops
+    method = "alternating"
+    v = _q("Q-tokens", tmp_path / "whole", _needles(0, 190, 100) + timed[:4] + [t("dsa", 60.0, 4096), t("msa", 20.0, 4096)], exp="fixture")
+    assert v.headline.endswith("; cost: dsa's forward takes 3x msa's time at 4K (CPU references, measured)"), v.headline
 
 
 def test_q_tokens_shows_the_cost_models_selection_cost_labelled_projected(tmp_path):

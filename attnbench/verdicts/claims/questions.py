@@ -197,18 +197,28 @@ def _of_limit(r) -> str:
     return f" ({f:.2f} of its limit)" if f is not None and f == f else ""
 
 
-def _measured_cost(df: pd.DataFrame, v: Verdict) -> None:
+def _measured_cost(df: pd.DataFrame, v: Verdict) -> str:
     """Q-tokens' measured half: each length at which one kernels_cpu run timed both selections (and both
-    attentions, both whole ops) alternately in one process; dsa's time over msa's, with both medians."""
+    attentions, both whole ops) alternately in one process; dsa's time over msa's, with both medians.
+    Returns the headline's cost clause ("" where no run timed both whole ops)."""
     t = metric(df, "latency/prefill_ms")
-    t = t[(t["status"] == "measured") & t["op"].isin({n for pair in TOKEN_PARTS for n in pair})] if "op" in t.columns else t.iloc[0:0]
-    seen = False
+    if "op" in t.columns and "method" in t.columns:  # kernels_cpu's timings: alternated with SDPA (not crossover's one-by-one)
+        t = t[
+            (t["status"] == "measured")
+            & t["op"].isin({n for pair in TOKEN_PARTS for n in pair})
+            & t["method"].astype(str).str.startswith("alternating")
+        ]
+    else:
+        t = t.iloc[0:0]
+    seen, whole = False, []
     for (run, n), g in t.groupby(["run_dir", "context_len"], sort=True):
         ms = {r.op: r for r in g.itertuples()}
         pairs = [(a, b) for a, b in TOKEN_PARTS if a in ms and b in ms]
         if not pairs:
             continue
         seen = True
+        if ("dsa", "msa") in pairs:
+            whole.append((int(n), ms["dsa"].value / ms["msa"].value))
         timed = "; ".join(
             f"{a} {ms[a].value:,.1f} ms{_of_limit(ms[a])} vs {b} {ms[b].value:,.1f} ms{_of_limit(ms[b])} ({ms[a].value / ms[b].value:.2g}x)"
             for a, b in pairs
@@ -218,6 +228,12 @@ def _measured_cost(df: pd.DataFrame, v: Verdict) -> None:
         v.evidence.append(
             "selection cost measured: not yet measured: no run timed dsa's and msa's ops side by side (exp=kernels_cpu with both among its ops)"
         )
+    if not whole:
+        return ""
+    ratios = sorted({f"{r:.2g}x" for _, r in whole}, key=lambda x: float(x[:-1]))
+    lengths = sorted({n for n, _ in whole})
+    span = lambda xs: xs[0] if len(xs) == 1 else f"{xs[0]} to {xs[-1]}"  # noqa: E731
+    return f"cost: dsa's forward takes {span(ratios)} msa's time at {span([fmt_len(n) for n in lengths])} (CPU references, measured)"
 
 
 def judge_tokens(df: pd.DataFrame, t: dict, train=None) -> Verdict:
@@ -257,10 +273,10 @@ def judge_tokens(df: pd.DataFrame, t: dict, train=None) -> Verdict:
                 v.parts[f"retrieval at {fmt_len(length)}"] = _answer(signs)
                 v.seeds = sorted(set(v.seeds) | set(seen))
         v.models = ["dsa", "msa"]
-    _measured_cost(df, v)
+    cost = _measured_cost(df, v)
     measured = [x for x in v.parts.values() if x != NOT_MEASURED_YET]
     v.verdict = NOT_MEASURED_YET if not measured else DIFFER if DIFFER in measured else NO_DIFFERENCE
-    v.headline = "; ".join(f"{k}: {x}" for k, x in v.parts.items()) or "retrieval not yet measured"
+    v.headline = "; ".join([f"{k}: {x}" for k, x in v.parts.items()] or ["retrieval not yet measured"]) + (f"; {cost}" if cost else "")
     if v.seeds and len(v.seeds) < len(SEEDS):  # said where the answer is read (C6's "provisional")
         v.headline = f"provisional (seed {', '.join(map(str, v.seeds))} of {SEEDS[0]}-{SEEDS[-1]}): " + v.headline
     v.change = "dsa's needle models at seeds 0-2 evaluated beside msa's at 1K-64K (>= 200 probes a design and seed)"
