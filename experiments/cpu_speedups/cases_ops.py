@@ -141,30 +141,47 @@ def msa_op(calls: int, part: str = "attn", T: int = 65536, rev: str = SESSION_4)
     g = torch.Generator().manual_seed(0)
     q, kk, v = torch.randn(B, H, T, D, generator=g), torch.randn(B, G, T, D, generator=g), torch.randn(B, G, T, D, generator=g)
     iq, ik = torch.randn(B, G, T, Di, generator=g), torch.randn(B, T, Di, generator=g)
+    how = MSA_CHANGES[part, rev]
+    return _select_attn(
+        calls,
+        "msa",
+        part,
+        T,
+        (old, new),
+        lambda m: m.msa_select(iq, ik, bs, k),
+        lambda m, idx: m.msa_attn(q, kk, v, idx, bs),
+        "block 64, top 8",
+        (f"{rev}: {how[0]}", how[1]),
+    )
+
+
+def _select_attn(calls, design, part, T, modules, select, attn, what, how):
+    """One old/new case of a sparse design's part: ``select(m)`` and ``attn(m, idx)`` call reference
+    module m (the selection checked equal, the attention close, before timing; no grad)."""
+    old, new = modules
     with torch.no_grad():
-        idx = new.msa_select(iq, ik, bs, k)
+        idx = select(new)
         if part == "select":
-            assert torch.equal(idx, old.msa_select(iq, ik, bs, k)), "old and new selections differ"
+            assert torch.equal(idx, select(old)), "old and new selections differ"
 
             def run(m):
-                return lambda: m.msa_select(iq, ik, bs, k)
+                return lambda: select(m)
         else:
-            close(new.msa_attn(q, kk, v, idx, bs), old.msa_attn(q, kk, v, idx, bs), "o")
+            close(attn(new, idx), attn(old, idx), "o")
 
             def run(m):
-                return lambda: m.msa_attn(q, kk, v, idx, bs)
+                return lambda: attn(m, idx)
 
-        how = MSA_CHANGES[part, rev]
         return [
             dict(
-                design="msa",
-                metric=f"speedup/msa_{part}",
+                design=design,
+                metric=f"speedup/{design}_{part}",
                 unit="x",
                 context_len=T,
-                heads=H,
-                head_dim=D,
-                what=f"msa_{part} forward (no grad), B 1, H 8, Hkv 2, block 64, top 8",
-                old=f"{rev}: {how[0]}",
+                heads=8,
+                head_dim=64,
+                what=f"{design}_{part} forward (no grad), B 1, H 8, Hkv 2, {what}",
+                old=how[0],
                 new=how[1],
                 **alternate(run(old), run(new), calls),
             )
@@ -188,38 +205,22 @@ def dsa_op(calls: int, part: str, T: int):
 
     old = old_module("kernels/dsa/reference.py", "old_dsa_reference", {"from ..": "from attnbench.kernels."}, rev=DSA_BASE)
     old_msa = old_module("kernels/msa/reference.py", "old_msa_reference_dsa", {"from ..": "from attnbench.kernels."}, rev=DSA_BASE)
-    old.top_blocks = old_msa.top_blocks  # the old top-k too (the old dsa module imports msa's current one)
+    setattr(old, "top_blocks", old_msa.top_blocks)  # the old top-k too (the old dsa module imports msa's current one)
     B, H, G, D, Di, k = 1, 8, 2, 64, 64, 512
     g = torch.Generator().manual_seed(0)
     q, kk, v = torch.randn(B, H, T, D, generator=g), torch.randn(B, G, T, D, generator=g), torch.randn(B, G, T, D, generator=g)
     iq, iw, ik = torch.randn(B, G, T, Di, generator=g), torch.randn(B, T, G, generator=g), torch.randn(B, T, Di, generator=g)
-    with torch.no_grad():
-        idx = new.dsa_select(iq, iw, ik, k)
-        if part == "select":
-            assert torch.equal(idx, old.dsa_select(iq, iw, ik, k)), "old and new selections differ"
-
-            def run(m):
-                return lambda: m.dsa_select(iq, iw, ik, k)
-        else:
-            close(new.dsa_attn(q, kk, v, idx), old.dsa_attn(q, kk, v, idx), "o")
-
-            def run(m):
-                return lambda: m.dsa_attn(q, kk, v, idx)
-
-        return [
-            dict(
-                design="dsa",
-                metric=f"speedup/dsa_{part}",
-                unit="x",
-                context_len=T,
-                heads=H,
-                head_dim=D,
-                what=f"dsa_{part} forward (no grad), B 1, H 8, Hkv 2, 512 tokens a query",
-                old=f"{DSA_BASE}: {DSA_CHANGES[part][0]}",
-                new=DSA_CHANGES[part][1],
-                **alternate(run(old), run(new), calls),
-            )
-        ]
+    return _select_attn(
+        calls,
+        "dsa",
+        part,
+        T,
+        (old, new),
+        lambda m: m.dsa_select(iq, iw, ik, k),
+        lambda m, idx: m.dsa_attn(q, kk, v, idx),
+        "512 tokens a query",
+        (f"{DSA_BASE}: {DSA_CHANGES[part][0]}", DSA_CHANGES[part][1]),
+    )
 
 
 def msa_select_tiles(calls: int, rows: int, keys: int, T: int = 32768):
