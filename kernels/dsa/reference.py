@@ -27,7 +27,7 @@ SCORE_BYTES = 4 << 20  # one tile's (Tq, keys) fp32 index scores: 4 MiB tiles ra
 GATHER_BYTES = 16 << 20  # one tile's gathered keys and values (B, Tq, top_k, G, D) fp32, twice
 DENSE_LIMIT = 1 << 17  # T * S up to which dsa_attn always uses a dense masked SDPA
 DENSE_KEYS = 2  # and where S <= DENSE_KEYS * top_k: dense costs T S, gathering T top_k, and gathering pays per token
-# (top_k 512, no grad: dense 1.4x faster at 1K keys, about even at 2K; a model's 64 tokens at 1K: gathering 10x faster)
+# (probes, not recorded: top_k 512 without grad, dense 1.4x faster at 1K keys, about even at 2K, 2.3x slower at 4K)
 
 
 @torch.compiler.disable  # data-dependent tiles; the selection passes no gradient
