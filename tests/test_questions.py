@@ -143,6 +143,9 @@ def test_q_tokens_shows_measured_selection_cost_where_one_run_timed_both(tmp_pat
     assert "dsa_select 30.0 ms vs msa_select 10.0 ms (3x)" in lines[0] and "dsa_attn 8.0 ms vs msa_attn 4.0 ms (2x)" in lines[0]
     assert not any("selection cost measured: not yet measured" in e for e in v.evidence)
     assert "cost" not in v.headline  # no run timed both whole ops
+    gone = _q("Q-tokens", tmp_path / "no64k", _needles(0, 190, 100, lengths=Q.QTOKENS_LENGTHS[:3]), exp="fixture")
+    assert gone.parts["retrieval at 64K"] == NOT_MEASURED_YET and gone.verdict == Q.DIFFER, gone.parts  # said, not dropped
+    assert gone.change.startswith("dsa's and msa's needle cells at 64K")
     method = "alternating"
     v = _q("Q-tokens", tmp_path / "whole", _needles(0, 190, 100) + timed[:4] + [t("dsa", 60.0, 4096), t("msa", 20.0, 4096)], exp="fixture")
     assert v.headline.endswith("; cost: dsa's forward takes 3x msa's time at 4K (CPU references, measured)"), v.headline
