@@ -217,17 +217,19 @@ def roofline(df: pd.DataFrame) -> Figure | None:
         if peak == peak and bw == bw:  # both ceilings calibrated (not NaN)
             ax.plot(xs, [min(peak, bw * x) / 1e9 for x in xs], color="0.4", lw=1.2)
             ax.axvline(peak / bw, color="0.7", ls=":", lw=0.8)  # the ridge: left of it memory bounds an op
+        labels = []
         for op, o in g.groupby("op"):
             color, marker = style(str(o["design"].iloc[0]), names)
             o = o.sort_values("context_len")
             ax.plot(o["intensity"], o["rate"] / 1e9, ls="-", marker=marker, color=color, ms=4, lw=0.8)
             last = o.iloc[-1]
-            ax.annotate(str(op), (last["intensity"], last["rate"] / 1e9), fontsize=6, xytext=(3, 2), textcoords="offset points")
+            labels.append((str(op), (last["intensity"], last["rate"] / 1e9), "0.1"))
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlabel("FLOPs a byte (minimal)")
         ax.set_ylabel("GFLOP/s achieved")
         ax.set_title(str(cpu)[:40], fontsize=8)
+        point_labels(ax, labels, fontsize=6)  # each op at its longest length, no two labels overlapping
     return fig
 
 
