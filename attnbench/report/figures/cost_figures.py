@@ -193,7 +193,7 @@ def efficiency(df: pd.DataFrame) -> Figure | None:
     "Each op timed by exp=kernels_cpu: its minimal FLOPs (the cost model's fused kernel) over its measured time, "
     "against its minimal FLOPs a byte moved. Lines: the fp32 matmul peak (flat) and the copy bandwidth (diagonal), "
     "both calibrated in the run that timed it; an op's limit is the lower of the two at its intensity. One panel "
-    "a processor; the op is named at its longest length.",
+    "a processor; one line a run and op (an earlier run's faint), the op named at its newest run's longest length.",
 )
 def roofline(df: pd.DataFrame) -> Figure | None:
     d = metric(df, "latency/prefill_ms")
@@ -220,9 +220,13 @@ def roofline(df: pd.DataFrame) -> Figure | None:
         labels = []
         for op, o in g.groupby("op"):
             color, marker = style(str(o["design"].iloc[0]), names)
-            o = o.sort_values("context_len")
-            ax.plot(o["intensity"], o["rate"] / 1e9, ls="-", marker=marker, color=color, ms=4, lw=0.8)
-            last = o.iloc[-1]
+            newest = o.loc[o["time"].astype(str).idxmax(), "run_dir"]
+            for run, r in o.groupby("run_dir"):  # one line a run: two runs' lengths never joined
+                r = r.sort_values("context_len")
+                ax.plot(
+                    r["intensity"], r["rate"] / 1e9, ls="-", marker=marker, color=color, ms=4, lw=0.8, alpha=1 if run == newest else 0.35
+                )
+            last = o[o["run_dir"] == newest].sort_values("context_len").iloc[-1]
             labels.append((str(op), (last["intensity"], last["rate"] / 1e9), "0.1"))
         ax.set_xscale("log")
         ax.set_yscale("log")
