@@ -636,6 +636,19 @@ def test_no_verdict_in_the_recorded_experiments_rests_on_a_model_that_did_not_le
 # ---------------------------------------------------------------- seeds and the first screen
 
 
+def test_c6_compares_softmax_only_at_the_seeds_lightning_has(tmp_path):
+    """softmax's capacity model at a seed without lightning's is set aside (said), not pooled into
+    the comparison with seed 0's lightning: a softmax that falls at seed 1 changes nothing."""
+    seed0 = cap_trained("softmax") + [cap("softmax", p, 200) for p in PAIRS]
+    for name, state in STATES.items():
+        seed0 += cap_trained(name) + [cap(name, p, 20 if p > PAIRS[0] else 200, 200, state) for p in PAIRS]
+    seed1 = _seed(cap_trained("softmax") + [cap("softmax", p, 200 if p == PAIRS[0] else 0) for p in PAIRS], 1)
+    alone = verdict("C6", tmp_path / "alone", [{**r, "exp": "capacity"} for r in seed0])
+    both = verdict("C6", tmp_path / "both", [{**r, "exp": "capacity"} for r in seed0 + seed1])
+    assert both.verdict == alone.verdict == R.SUPPORTED and both.parts == alone.parts, both.evidence
+    assert any("softmax's capacity records at seed(s) 1 set aside" in e for e in both.evidence)
+
+
 def _seed(records, s):
     return [{**r, "seed": s} for r in records]
 

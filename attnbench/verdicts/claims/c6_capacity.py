@@ -66,6 +66,23 @@ def _fall_point(df: pd.DataFrame, name: str, above: list, gap: float) -> float |
     return None
 
 
+def _common_seeds(df: pd.DataFrame, train, d: pd.DataFrame, lightning: list[str], v: Verdict):
+    """Like with like: the capacity records (and training records) of the seeds at which softmax and a
+    lightning state size both have capacity records; softmax's other seeds wait for their lightning models."""
+    seeds_of = lambda names: {int(x) for x in d[d["design"].isin(names)]["seed"].dropna()}  # noqa: E731
+    common, soft = seeds_of(["softmax"]) & seeds_of(lightning), seeds_of(["softmax"])
+    if soft <= common:
+        return df, train, d
+    v.evidence.append(
+        f"softmax's capacity records at seed(s) {', '.join(map(str, sorted(soft - common)))} set aside: no lightning state size "
+        f"has records at that seed yet (compared: seed(s) {', '.join(map(str, sorted(common))) or 'none'})"
+    )
+    keep = ~(df["exp"].eq("capacity") | df["metric"].eq(CAPACITY)) | df["seed"].isin(common)
+    if train is not None and "seed" in train.columns and "exp" in train.columns:
+        train = train[train["exp"].ne("capacity") | train["seed"].isin(common)]
+    return df[keep], train, d[d["seed"].isin(common)]
+
+
 def judge_c6(df: pd.DataFrame, t: dict, train=None) -> Verdict:
     v = Verdict()
     d = metric(df, CAPACITY)
@@ -82,6 +99,7 @@ def judge_c6(df: pd.DataFrame, t: dict, train=None) -> Verdict:
             + " (experiments/capacity/README.md: how to run it)"
         )
         return v
+    df, train, d = _common_seeds(df, train, d, lightning, v)
     soft = learned(df, "softmax", "mqar", train=train, threshold=t["learned_lb"])
     v.evidence.append(("learned: " if soft.flag else "did not learn: " if soft.flag is False else "no check: ") + soft.why)
     if not soft.flag:
