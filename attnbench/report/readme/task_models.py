@@ -403,20 +403,24 @@ def capacity_training(data: RunData) -> pd.DataFrame:
 
 @table("capacity/accuracy")
 def capacity_accuracy(data: RunData) -> pd.DataFrame:
-    """Per design: its state size and its accuracy at the training length at every pair count
-    (one query a context, so every probe has its own haystack)."""
+    """Per design and seed (a model a row, never pooled): its state size and its accuracy at the
+    training length at every pair count (one query a context, so every probe has its own haystack)."""
     d = metric(data.records, "capacity/acc")
     d = d[d["status"] == "measured"]
     rows = []
     # softmax (no state) first, then the fixed states from the largest down
     size = {n: d.loc[d["design"] == n, "state_size"].max() if "state_size" in d else float("nan") for n in designs(d)}
     for name in sorted(size, key=lambda n: (pd.notna(size[n]), -size[n] if pd.notna(size[n]) else 0, n)):
-        mine = d[d["design"] == name]
         state = size[name]
-        row = {"design": name, "state floats a layer": f"{state:,.0f}" if pd.notna(state) else "— (every token kept)"}
-        for pairs, g in mine.groupby("n_pairs"):
-            row[f"{pairs:g} pairs"] = _acc(g)
-        rows.append(row)
+        for seed, mine in d[d["design"] == name].groupby(d["seed"].fillna(0).astype(int)):
+            row = {
+                "design": name,
+                "seed": f"{seed}",
+                "state floats a layer": f"{state:,.0f}" if pd.notna(state) else "— (every token kept)",
+            }
+            for pairs, g in mine.groupby("n_pairs"):
+                row[f"{pairs:g} pairs"] = _acc(g)
+            rows.append(row)
     return pd.DataFrame(rows)
 
 
