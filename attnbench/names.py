@@ -54,7 +54,7 @@ NEEDS_CUDA = ("train_gpu",)
 
 # The kernel backends of every op (kernels/backend.py decides between them; attnbench.config's
 # Backend enum is built from this tuple).
-BACKENDS = ("auto", "reference", "triton")
+BACKENDS = ("auto", "reference", "triton", "native")
 
 # The production presets of bench/presets.py (its PRESETS table, in order; bench.presets names
 # are checked against it: tests/test_layers.py).

@@ -5,6 +5,9 @@ Backends:
                  (The truth of each op is kernels/<op>/naive.py, which is no backend.)
   ``triton``     Triton kernels (kernels/<op>/triton.py): for CUDA devices, or the CPU under
                  ``TRITON_INTERPRET=1`` (tests only: ~1 ms per program).
+  ``native``     fused C++ forward kernels for the CPU (kernels/<op>/native.py and .cpp, built
+                 on first use with the machine's gcc), chosen by name: an op without one, a
+                 gradient, another device or a failed build runs the reference (the reason logged).
   ``auto``       triton on a CUDA device when the op has a Triton kernel and triton imports,
                  the reference everywhere else; except softmax, whose reference (SDPA, i.e.
                  FlashAttention on CUDA) is the fast path everywhere: its Triton kernel is the
@@ -78,6 +81,7 @@ def reset() -> None:
     _resolve.cache_clear()
     _IMPLEMENTATIONS.clear()
     has_triton_kernel.cache_clear()
+    has_native_kernel.cache_clear()
 
 
 @contextlib.contextmanager
@@ -101,8 +105,14 @@ def has_triton_kernel(op: str) -> bool:
     return importlib.util.find_spec(f"attnbench.kernels.{op}.triton") is not None
 
 
+@lru_cache(maxsize=None)
+def has_native_kernel(op: str) -> bool:
+    """True when kernels/<op>/native.py exists (whether it builds is the kernel's own question)."""
+    return importlib.util.find_spec(f"attnbench.kernels.{op}.native") is not None
+
+
 def choose(op: str, backend: str, device: torch.device) -> str:
-    """Resolve ``backend`` for ``op`` on ``device`` to ``"reference"`` or ``"triton"``."""
+    """Resolve ``backend`` for ``op`` on ``device`` to ``"reference"``, ``"triton"`` or ``"native"``."""
     if op not in kernel_ops():  # the registry as it is now (a design registered at run time included)
         raise ValueError(f"op={op!r}: allowed {', '.join(kernel_ops())}")
     if backend not in BACKENDS:
@@ -117,6 +127,8 @@ def _resolve(op: str, backend: str, device_type: str) -> str:
     if backend == "auto":
         auto_triton = any(d.op == op and d.triton_on_auto for d in DESIGNS.values())  # "auto" runs its Triton kernel on CUDA
         return "triton" if device_type == "cuda" and auto_triton and has_triton_kernel(op) else "reference"
+    if backend == "native":  # the CPU's fused kernels where an op has one, its reference elsewhere
+        return "native" if has_native_kernel(op) else "reference"
     if backend == "triton" and not has_triton_kernel(op):
         raise NotImplementedError(
             f"backend='triton' for op {op!r}: no Triton kernel is available (triton not installed, or kernels/{{op}}/triton.py missing)"

@@ -15,6 +15,10 @@ arithmetic intensity, which of compute and memory bounds it at the calibrated pe
 bandwidth, and its fraction of that limit (``min_flops``, ``min_bytes``, ``intensity``, ``bound``,
 ``limit_s``, ``limit_fraction``): a fraction of the matmul peak alone misjudges memory-bound work.
 
+Beside each reference, the op's fused native CPU kernel where it has one (``backend=native``,
+kernels/<op>/native.cpp, built on first use; timed in the same rounds, its own check first): a
+build that fails is recorded ``skipped`` with its reason.
+
 Correctness first: each op is checked at kernels.shapes.check_lengths against its naive truth
 (kernels/<op>/naive.py, dense, in float64; msa with its naive selection) by the rule of
 kernels/tolerance.py, plain torch being the same naive formula in the dtype checked; an op that
@@ -34,6 +38,7 @@ from attnbench.bench import ops as O
 from attnbench.bench.timing import Timing, efficiency, round_ratios, time_alternating, time_fn, two_term
 from attnbench.designs import BASELINE_OP, kernel_ops, spec_of_op
 from attnbench.kernels import tolerance
+from attnbench.kernels.backend import has_native_kernel
 
 TIMED = tuple(op for op in kernel_ops() if op != BASELINE_OP)  # the baseline is timed as causal SDPA
 
@@ -56,12 +61,17 @@ def op_minimal(op: str, sh: O.Shape) -> tuple[float, float]:
     return c.flops, c.bytes
 
 
-def check(ctx, op: str, T: int, dtype: torch.dtype) -> bool:
+def _op(name: str) -> str:
+    """The op a timed name stands for ("lightning (native)" -> "lightning")."""
+    return name.split(" ")[0]
+
+
+def check(ctx, op: str, T: int, dtype: torch.dtype, backend: str = "reference") -> bool:
     sh = shape(ctx.cfg, T)
-    cell = ctx.cell(part="check", op=op, T=T, dtype=str(dtype))
+    cell = ctx.cell(part="check", op=op, T=T, dtype=str(dtype), **({"backend": backend} if backend != "reference" else {}))
     x = O.make_inputs(op, sh, dtype, ctx.device)
     with torch.no_grad():
-        ok, err, torch_err, bound = tolerance.check(O.run(op, "reference", x, sh), O.naive(op, x, sh), O.naive(op, x, sh, dtype), dtype)
+        ok, err, torch_err, bound = tolerance.check(O.run(op, backend, x, sh), O.naive(op, x, sh), O.naive(op, x, sh, dtype), dtype)
     cell.record(
         op,
         "kernels/check_err",
@@ -70,7 +80,7 @@ def check(ctx, op: str, T: int, dtype: torch.dtype) -> bool:
         "measured" if ok else "failed",
         layout="",
         op=op,
-        backend="reference",
+        backend=backend,
         dtype=str(dtype).removeprefix("torch."),
         context_len=T,
         tensor="o",
@@ -79,11 +89,12 @@ def check(ctx, op: str, T: int, dtype: torch.dtype) -> bool:
         note="forward vs the float64 naive formula",
     )
     cell.commit()
-    ctx.console.print(f"  check {op:<15} T={T:<6} err {err:.2e} <= {bound:.2e}? {'ok' if ok else 'FAILED'}")
+    ctx.console.print(f"  check {op:<15} {backend:<9} T={T:<6} err {err:.2e} <= {bound:.2e}? {'ok' if ok else 'FAILED'}")
     return ok
 
 
-def timings(ctx, T: int, dtype: torch.dtype, ops: list[str], peak: float | None = None, bandwidth: float | None = None) -> None:
+def timings(ctx, T: int, dtype: torch.dtype, ops: list[str], peak: float | None = None, bandwidth: float | None = None, natives=()) -> None:
+    """Time SDPA, ops (their references and, for the ops in natives, their native kernels) at T."""
     cfg, dev = ctx.cfg, ctx.device
     sh = shape(cfg, T)
     cell = ctx.cell(part="time", T=T, dtype=str(dtype), ops=ops)
@@ -95,6 +106,7 @@ def timings(ctx, T: int, dtype: torch.dtype, ops: list[str], peak: float | None 
     common = dict(layout="", scope="op", dtype=dt, context_len=T)
 
     def report(name: str, backend: str, t) -> None:
+        name = _op(name)
         flops = op_flops(name, sh)
         eff = efficiency(flops, t.median_ms / 1e3, peak) if dt == "float32" else {}
         roof = {"roofline_s": flops / peak} if eff and peak else {}  # the op's FLOPs at the calibrated peak
@@ -127,19 +139,20 @@ def timings(ctx, T: int, dtype: torch.dtype, ops: list[str], peak: float | None 
         report(name, backend, t)
         return t.median_ms
 
-    xs, fns, got, rounds = _time_together(cfg, dev, sh, dtype, ops)
+    xs, fns, got, rounds = _time_together(cfg, dev, sh, dtype, ops, natives)
     for name, (backend, _) in fns.items():
         report(name, backend, got[name])
     sdpa_ms = got[BASELINE_OP].median_ms
-    for op in ops:
-        ratio = round_ratios(rounds, BASELINE_OP, op) if rounds else (sdpa_ms / got[op].median_ms, float("nan"), float("nan"))
+    for name in [*ops, *(f"{op} (native)" for op in ops if op in natives)]:  # each op's speedups: its reference, its native kernel
+        op, backend = _op(name), fns[name][0]
+        ratio = round_ratios(rounds, BASELINE_OP, name) if rounds else (sdpa_ms / got[name].median_ms, float("nan"), float("nan"))
         cell.record(
             op,
             "kernels/speedup",
             ratio[0],
             "x",
             op=op,
-            backend="reference",
+            backend=backend,
             baseline="sdpa",
             phase="fwd",
             loadavg=load_before,
@@ -148,7 +161,7 @@ def timings(ctx, T: int, dtype: torch.dtype, ops: list[str], peak: float | None 
             method="alternating, ratio round by round" if rounds else "each alone",
             **common,
         )
-        if spec_of_op(op).cpu_flex and "flex" in cfg.kernels.baselines:
+        if backend == "reference" and spec_of_op(op).cpu_flex and "flex" in cfg.kernels.baselines:
             flex(ctx, cell, op, xs[op], sh, sdpa_ms, timed, common, load_before)
     for rec in cell.pending:
         rec["loadavg_after"] = os.getloadavg()
@@ -156,7 +169,7 @@ def timings(ctx, T: int, dtype: torch.dtype, ops: list[str], peak: float | None 
 
 
 def _time_together(
-    cfg, dev, sh: O.Shape, dtype: torch.dtype, ops: list[str]
+    cfg, dev, sh: O.Shape, dtype: torch.dtype, ops: list[str], natives: tuple[str, ...] = ()
 ) -> tuple[dict[str, dict], dict[str, tuple[str, Callable[[], object]]], dict[str, Timing], dict[str, list[float]]]:
     """(inputs by op, name -> (backend, call), timings by name, rounds) for SDPA, every op and its parts.
 
@@ -171,6 +184,8 @@ def _time_together(
         fns[op] = ("reference", partial(O.run, op, "reference", x, sh))
         for part, fn in spec_of_op(op).parts(x, sh, "reference").items():  # msa: its two parts alone
             fns[part] = ("reference", fn)
+        if op in natives:  # the fused native kernel, in the same rounds
+            fns[f"{op} (native)"] = ("native", partial(O.run, op, "native", x, sh))
     with torch.no_grad():
         if dev.type == "cpu":
             got, rounds = time_alternating({n: f for n, (_, f) in fns.items()}, min_run_time=cfg.kernels.min_run_time, repeats=5)
@@ -203,7 +218,7 @@ def flex(ctx, cell, op, x, sh, sdpa_ms, timed, common, load_before) -> None:
 
 
 def _column(r: dict) -> str:
-    return f"{r['op']} (flex)" if r.get("backend") == "flex" else r["op"]
+    return f"{r['op']} ({r['backend']})" if r.get("backend") in ("flex", "native") else r["op"]
 
 
 def summary(ctx) -> str:
@@ -213,7 +228,7 @@ def summary(ctx) -> str:
     recs = [r for r in load_records([ctx.recorder.path]) if r["status"] == "measured"]
     ms = {(_column(r), r["context_len"]): r for r in recs if r["metric"] == "latency/prefill_ms"}
     lengths = sorted({T for _, T in ms})
-    columns = [c for op in TIMED for c in (op, f"{op} (flex)", *spec_of_op(op).part_names)]  # an op, its flex twin, its parts
+    columns = [c for op in TIMED for c in (op, f"{op} (native)", f"{op} (flex)", *spec_of_op(op).part_names)]  # an op, its twins, its parts
     ops = [BASELINE_OP] + [c for c in columns if any(o == c for o, _ in ms)]
     label = {BASELINE_OP: "causal SDPA"}
     head = "| T | " + " | ".join((label.get(op) or op) + " ms (x)" for op in ops) + " | load avg |"
@@ -252,6 +267,20 @@ def summary(ctx) -> str:
     return "\n".join(lines + eff) + "\n"
 
 
+def _native_ok(ctx, op: str, dtype: torch.dtype) -> bool:
+    """Whether op's native kernel builds and passes its checks; a build that fails is recorded ``skipped``."""
+    if not has_native_kernel(op):
+        return False
+    import importlib
+
+    built = importlib.import_module(f"attnbench.kernels.{op}.native").extension()
+    if isinstance(built, str):
+        ctx.record(op, "latency/prefill_ms", None, "ms", "skipped", key=("op", "backend"), layout="", op=op, backend="native", note=built)
+        ctx.console.print(f"  {op} native kernel: {built}; not timed")
+        return False
+    return all(check(ctx, op, T, dtype, "native") for T in ctx.cfg.kernels.shapes.check_lengths)
+
+
 def run(ctx) -> None:
     from attnbench.bench.calibrate import hardware_for_run
 
@@ -277,8 +306,9 @@ def run(ctx) -> None:
                 backend="reference",
                 note="its check against the naive formula failed: never timed",
             )
+        natives = tuple(op for op in ok if ctx.device.type == "cpu" and _native_ok(ctx, op, dtype))
         for T in kc.shapes.lengths:
-            timings(ctx, T, dtype, ok, peak, bandwidth)
+            timings(ctx, T, dtype, ok, peak, bandwidth, natives)
     text = summary(ctx)
     (ctx.run_dir / "summary.md").write_text(text)
     ctx.console.print(text)

@@ -1,0 +1,113 @@
+"""The fused native CPU kernels (kernels/<op>/native.py and .cpp) against their naive truth, and
+their fallback to the reference: where the extension cannot build, a gradient is asked for, or
+the device is not the CPU, the reference runs and the reason is logged."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+import torch
+
+import attnbench.kernels as K
+from attnbench.kernels import backend, tolerance
+from attnbench.kernels.lightning import naive, native, reference
+from attnbench.model.lightning import decay_rates
+
+built = native.extension()
+needs_build = pytest.mark.skipif(isinstance(built, str), reason=f"the native extension did not build here: {built}")
+
+
+def inputs(B, H, T, Dk, Dv, seed=0, state=False, dtype=torch.float32):
+    g = torch.Generator().manual_seed(seed)
+    q, k = (0.3 * torch.randn(B, H, T, Dk, generator=g) for _ in range(2))
+    v = torch.randn(B, H, T, Dv, generator=g)
+    S0 = torch.randn(B, H, Dk, Dv, generator=g) if state else None
+    return [x.to(dtype) for x in (q, k, v)], (None if S0 is None else S0.to(dtype))
+
+
+# B, H, T, Dk, Dv, chunk (None: the reference's chunk_for): chunk boundaries (T a multiple of the
+# chunk, one more, one less), a ragged tail shorter than 16 columns, head dims off the 16-wide
+# register block (8, 24), Dk != Dv, one token, batches of pairs.
+SHAPES = [
+    (1, 2, 64, 64, 64, None),
+    (1, 2, 65, 64, 64, None),
+    (2, 3, 127, 64, 64, None),
+    (1, 4, 200, 8, 8, None),
+    (2, 2, 63, 24, 32, None),
+    (1, 1, 1, 16, 16, None),
+    (1, 2, 77, 16, 40, 5),
+    (1, 2, 100, 32, 32, 7),
+]
+
+
+@needs_build
+@pytest.mark.parametrize("B,H,T,Dk,Dv,chunk", SHAPES)
+@pytest.mark.parametrize("state", [False, True])
+def test_lightning_native_equals_naive(B, H, T, Dk, Dv, chunk, state):
+    (q, k, v), S0 = inputs(B, H, T, Dk, Dv, seed=T + Dk, state=state)
+    decay = decay_rates(H, 0, 2)
+    with torch.no_grad():
+        o, final = native.lightning_attn(q, k, v, decay, initial_state=S0, chunk=chunk)
+    o64, f64 = naive.lightning_attn(*(x.double() for x in (q, k, v)), decay.double(), initial_state=None if S0 is None else S0.double())
+    o32, f32 = naive.lightning_attn(q, k, v, decay, initial_state=S0)  # plain torch in fp32: the yardstick
+    for got, truth, plain, what in ((o, o64, o32, "o"), (final, f64, f32, "final state")):
+        ok, err, torch_err, bound = tolerance.check(got, truth, plain, torch.float32)
+        assert ok, f"{what}: error {err:.3g} > bound {bound:.3g} (plain fp32 torch {torch_err:.3g})"
+    assert o.dtype == torch.float32 and final.dtype == torch.float32
+
+
+@needs_build
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_lightning_native_16_bit_inputs(dtype):
+    """16-bit inputs: products in fp32 (as the reference's default), the output in the inputs' dtype."""
+    (q, k, v), S0 = inputs(1, 2, 130, 32, 32, seed=3, state=True, dtype=dtype)
+    decay = decay_rates(2, 0, 2)
+    with torch.no_grad():
+        o, final = native.lightning_attn(q, k, v, decay, initial_state=S0)
+        want, want_final = reference.lightning_attn(q, k, v, decay, initial_state=S0)
+    o64, _ = naive.lightning_attn(*(x.double() for x in (q, k, v)), decay.double(), initial_state=S0.double())
+    plain, _ = naive.lightning_attn(q, k, v, decay, initial_state=S0)
+    ok, err, torch_err, bound = tolerance.check(o, o64, plain, dtype)
+    assert o.dtype == dtype and ok, f"error {err:.3g} > bound {bound:.3g}"
+    assert torch.allclose(final, want_final, rtol=1e-5, atol=1e-5)
+
+
+@needs_build
+def test_lightning_native_through_the_backend_switch():
+    (q, k, v), _ = inputs(1, 2, 90, 16, 16, seed=5)
+    decay = decay_rates(2, 0, 2)
+    assert backend.choose("lightning", "native", torch.device("cpu")) == "native"
+    assert backend.choose("softmax", "native", torch.device("cpu")) == "reference"  # no native kernel: its reference
+    with torch.no_grad():
+        got = K.lightning_attn(q, k, v, decay, backend="native")
+        want = native.lightning_attn(q, k, v, decay)
+    assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
+
+
+def test_lightning_native_falls_back_to_the_reference_with_its_reason(monkeypatch, caplog):
+    """A failed build (here: forced) and a gradient both run the reference, bit for bit, and log why once."""
+    (q, k, v), S0 = inputs(1, 2, 70, 16, 16, seed=7, state=True)
+    decay = decay_rates(2, 0, 2)
+    want = reference.lightning_attn(q, k, v, decay, initial_state=S0)
+    monkeypatch.setattr(native, "extension", lambda: "build failed: CalledProcessError: no compiler (test)")
+    monkeypatch.setattr(native, "_said", set())
+    with caplog.at_level(logging.WARNING, logger=native.__name__):
+        for _ in range(2):
+            got = native.lightning_attn(q, k, v, decay, initial_state=S0)
+            assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
+    said = [r.getMessage() for r in caplog.records if "no compiler (test)" in r.getMessage()]
+    assert len(said) == 1 and "the reference runs" in said[0]
+    qg = q.clone().requires_grad_()
+    assert native.why_not(qg, k, v, None) == "a gradient is asked for (forward only)"
+    o, _ = native.lightning_attn(qg, k, v, decay, initial_state=S0)
+    assert o.requires_grad and torch.equal(o.detach(), want[0])
+
+
+def test_native_switched_off_by_the_environment(monkeypatch):
+    monkeypatch.setenv("ATTNBENCH_NATIVE", "0")
+    native.extension.cache_clear()
+    try:
+        assert native.extension() == "ATTNBENCH_NATIVE=0"
+    finally:
+        native.extension.cache_clear()
