@@ -11,11 +11,17 @@ import torch
 
 import attnbench.kernels as K
 from attnbench.kernels import backend, tolerance
+from attnbench.kernels import native_build as build
 from attnbench.kernels.lightning import naive, native, reference
+from attnbench.kernels.sliding_window import naive as sw_naive
+from attnbench.kernels.sliding_window import native as sw_native
+from attnbench.kernels.sliding_window import reference as sw_reference
 from attnbench.model.lightning import decay_rates
 
 built = native.extension()
 needs_build = pytest.mark.skipif(isinstance(built, str), reason=f"the native extension did not build here: {built}")
+sw_built = sw_native.extension()
+needs_sw_build = pytest.mark.skipif(isinstance(sw_built, str), reason=f"the native extension did not build here: {sw_built}")
 
 
 def inputs(B, H, T, Dk, Dv, seed=0, state=False, dtype=torch.float32):
@@ -91,23 +97,71 @@ def test_lightning_native_falls_back_to_the_reference_with_its_reason(monkeypatc
     decay = decay_rates(2, 0, 2)
     want = reference.lightning_attn(q, k, v, decay, initial_state=S0)
     monkeypatch.setattr(native, "extension", lambda: "build failed: CalledProcessError: no compiler (test)")
-    monkeypatch.setattr(native, "_said", set())
-    with caplog.at_level(logging.WARNING, logger=native.__name__):
+    monkeypatch.setattr(build, "_said", set())
+    with caplog.at_level(logging.WARNING, logger=build.__name__):
         for _ in range(2):
             got = native.lightning_attn(q, k, v, decay, initial_state=S0)
             assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
     said = [r.getMessage() for r in caplog.records if "no compiler (test)" in r.getMessage()]
     assert len(said) == 1 and "the reference runs" in said[0]
     qg = q.clone().requires_grad_()
-    assert native.why_not(qg, k, v, None) == "a gradient is asked for (forward only)"
+    assert build.why_not("lightning", built, qg, k, v, None) == "a gradient is asked for (forward only)"
     o, _ = native.lightning_attn(qg, k, v, decay, initial_state=S0)
     assert o.requires_grad and torch.equal(o.detach(), want[0])
 
 
 def test_native_switched_off_by_the_environment(monkeypatch):
     monkeypatch.setenv("ATTNBENCH_NATIVE", "0")
-    native.extension.cache_clear()
+    build.load.cache_clear()
     try:
-        assert native.extension() == "ATTNBENCH_NATIVE=0"
+        assert native.extension() == "ATTNBENCH_NATIVE=0" and sw_native.extension() == "ATTNBENCH_NATIVE=0"
     finally:
-        native.extension.cache_clear()
+        build.load.cache_clear()
+
+
+# B, H, Hkv, T, S, D, window: GQA and not, odd lengths, a window of one, one narrower than the
+# 64-query block, one wider than T, queries the last T of S keys (a chunked prefill), head dims
+# off the 16-wide register block.
+SW_SHAPES = [
+    (1, 4, 2, 63, 63, 24, 7),
+    (2, 6, 3, 200, 200, 24, 64),
+    (1, 2, 2, 17, 17, 32, 1),
+    (1, 4, 2, 300, 300, 64, 500),
+    (1, 2, 1, 50, 130, 16, 40),
+    (1, 8, 2, 257, 257, 64, 100),
+]
+
+
+@needs_sw_build
+@pytest.mark.parametrize("B,H,G,T,S,D,window", SW_SHAPES)
+def test_sliding_window_native_equals_naive(B, H, G, T, S, D, window):
+    g = torch.Generator().manual_seed(T + D)
+    q, k, v = torch.randn(B, H, T, D, generator=g), torch.randn(B, G, S, D, generator=g), torch.randn(B, G, S, D, generator=g)
+    with torch.no_grad():
+        o = sw_native.sliding_window_attn(q, k, v, window)
+        o_scaled = sw_native.sliding_window_attn(q, k, v, window, scale=0.3)
+    truth = sw_naive.sliding_window_attn(q.double(), k.double(), v.double(), window)
+    tolerance.assert_within(o, truth, sw_naive.sliding_window_attn(q, k, v, window), "o")
+    truth = sw_naive.sliding_window_attn(q.double(), k.double(), v.double(), window, scale=0.3)
+    tolerance.assert_within(o_scaled, truth, sw_naive.sliding_window_attn(q, k, v, window, scale=0.3), "o (scale 0.3)")
+
+
+@needs_sw_build
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_sliding_window_native_16_bit_inputs(dtype):
+    g = torch.Generator().manual_seed(1)
+    q, k, v = (torch.randn(1, 4, 150, 32, generator=g).to(dtype) for _ in range(3))
+    k, v = k[:, :2].contiguous(), v[:, :2].contiguous()
+    with torch.no_grad():
+        o = sw_native.sliding_window_attn(q, k, v, 50)
+    truth = sw_naive.sliding_window_attn(q.double(), k.double(), v.double(), 50)
+    assert o.dtype == dtype
+    tolerance.assert_within(o, truth, sw_naive.sliding_window_attn(q, k, v, 50), "o", dtype)
+
+
+def test_sliding_window_native_falls_back_for_gradients():
+    g = torch.Generator().manual_seed(2)
+    q = torch.randn(1, 2, 40, 16, generator=g).requires_grad_()
+    k, v = torch.randn(1, 1, 40, 16, generator=g), torch.randn(1, 1, 40, 16, generator=g)
+    o = sw_native.sliding_window_attn(q, k, v, 9)
+    assert o.requires_grad and torch.equal(o, sw_reference.sliding_window_attn(q, k, v, 9))

@@ -1,6 +1,6 @@
 // Lightning attention forward, fused on the CPU: the chunked form of kernels/lightning/reference.py
 // (Lightning Attention-2) in one pass per (batch, head) pair, every chunk's four small products
-// done by a register-blocked AVX2/FMA micro-kernel on buffers that stay in L1/L2.
+// done by the register-blocked micro-kernel of kernels/native_gemm.h on buffers that stay in L1.
 //
 // Why by hand: the reference spends ~80% of its time in torch's bmm/baddbmm on (C x D) x (D x D)
 // batches of 64, which reach about half the calibrated matmul peak, plus elementwise passes over
@@ -12,79 +12,17 @@
 //   A = (Q K^T) * M,  M[i, j] = exp(-s (i - j)) for j <= i else 0        (L x L)
 //   O = A V + diag(exp(-s (i + 1))) Q S_in                                 (L x Dv)
 //   S = exp(-s L) S + (diag(exp(-s (L - 1 - j))) K)^T V                   (float64 carry)
-// The naive truth is kernels/lightning/naive.py; tests/test_lightning_native.py checks it.
+// The naive truth is kernels/lightning/naive.py; tests/test_native.py checks it.
 #include <torch/extension.h>
 #include <ATen/Parallel.h>
 
-#include <cmath>
 #include <vector>
 
-#if defined(__AVX2__) && defined(__FMA__)
-#include <immintrin.h>
-#define ATTNBENCH_AVX2 1
-#else
-#define ATTNBENCH_AVX2 0
-#endif
+#include "native_gemm.h"
 
 namespace {
 
-// C[R x 16] += A[R x K] (row stride lda) * B[K x 16] (row stride ldb): 2R accumulators in registers.
-// Named registers, not an array: GCC keeps an array of __m256 on the stack and stores it every k.
-#if ATTNBENCH_AVX2
-#define AB_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5)
-#define AB_DECL(r) __m256 c##r##0 = _mm256_setzero_ps(), c##r##1 = _mm256_setzero_ps();
-#define AB_LOAD(r) if constexpr (R > r) { c##r##0 = _mm256_loadu_ps(C + r * ldc); c##r##1 = _mm256_loadu_ps(C + r * ldc + 8); }
-#define AB_FMA(r)                                            \
-  if constexpr (R > r) {                                     \
-    const __m256 a = _mm256_broadcast_ss(A + r * lda + k);   \
-    c##r##0 = _mm256_fmadd_ps(a, b0, c##r##0);               \
-    c##r##1 = _mm256_fmadd_ps(a, b1, c##r##1);               \
-  }
-#define AB_STORE(r) if constexpr (R > r) { _mm256_storeu_ps(C + r * ldc, c##r##0); _mm256_storeu_ps(C + r * ldc + 8, c##r##1); }
-#endif
-template <int R>
-inline void block16(int K, const float* A, int lda, const float* B, int ldb, float* C, int ldc) {
-#if ATTNBENCH_AVX2
-  AB_ROWS(AB_DECL)
-  AB_ROWS(AB_LOAD)
-  for (int k = 0; k < K; ++k) {
-    const __m256 b0 = _mm256_loadu_ps(B + k * ldb), b1 = _mm256_loadu_ps(B + k * ldb + 8);
-    AB_ROWS(AB_FMA)
-  }
-  AB_ROWS(AB_STORE)
-#else
-  for (int r = 0; r < R; ++r)
-    for (int k = 0; k < K; ++k)
-      for (int n = 0; n < 16; ++n) C[r * ldc + n] += A[r * lda + k] * B[k * ldb + n];
-#endif
-}
-
-inline void rows16(int rows, int K, const float* A, int lda, const float* B, int ldb, float* C, int ldc) {
-  switch (rows) {
-    case 1: block16<1>(K, A, lda, B, ldb, C, ldc); break;
-    case 2: block16<2>(K, A, lda, B, ldb, C, ldc); break;
-    case 3: block16<3>(K, A, lda, B, ldb, C, ldc); break;
-    case 4: block16<4>(K, A, lda, B, ldb, C, ldc); break;
-    case 5: block16<5>(K, A, lda, B, ldb, C, ldc); break;
-    default: block16<6>(K, A, lda, B, ldb, C, ldc); break;
-  }
-}
-
-// C[M x N] += A[M x K] B[K x N], row-major with strides; `causal`: row i needs only k <= i (A's
-// upper triangle is zero), so a block of rows stops at its last row's k.
-void gemm_acc(int M, int N, int K, const float* A, int lda, const float* B, int ldb, float* C, int ldc, bool causal = false) {
-  const int N16 = N / 16 * 16;
-  for (int m = 0; m < M; m += 6) {
-    const int rows = std::min(6, M - m);
-    const int kk = causal ? std::min(K, m + rows) : K;
-    for (int n = 0; n < N16; n += 16) rows16(rows, kk, A + m * lda, lda, B + n, ldb, C + m * ldc + n, ldc);
-    for (int r = m; r < m + rows; ++r)  // columns past the last multiple of 16 (head dims 8, 24, ...)
-      for (int k = 0; k < (causal ? std::min(K, r + 1) : K); ++k) {
-        const float a = A[r * lda + k];
-        for (int n = N16; n < N; ++n) C[r * ldc + n] += a * B[k * ldb + n];
-      }
-  }
-}
+using attnbench::gemm_acc;
 
 void pair_forward(const float* q, const float* k, const float* v, float* o, double* S64, double s, int64_t T, int Dk, int Dv,
                   int chunk) {
