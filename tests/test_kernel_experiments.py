@@ -61,6 +61,7 @@ def test_kernels_cpu_times_every_reference_against_sdpa(tmp_path):
                 ("msa_attn", "reference"),
             }
             | natives
+            | ({("msa_select", "native"), ("msa_attn", "native")} if ("msa", "native") in natives else set())  # msa's parts too
         )
     for r in times:  # medians of 3+ calls with their spread and load; achieved GFLOP/s against the calibrated peak
         assert r["p25_ms"] <= r["value"] <= r["p75_ms"] and r["n"] >= 3 and len(r["loadavg"]) == 3, r

@@ -13,6 +13,9 @@ import attnbench.kernels as K
 from attnbench.kernels import backend, tolerance
 from attnbench.kernels import native_build as build
 from attnbench.kernels.lightning import naive, native, reference
+from attnbench.kernels.msa import naive as msa_naive
+from attnbench.kernels.msa import native as msa_native
+from attnbench.kernels.msa import reference as msa_reference
 from attnbench.kernels.sliding_window import naive as sw_naive
 from attnbench.kernels.sliding_window import native as sw_native
 from attnbench.kernels.sliding_window import reference as sw_reference
@@ -22,6 +25,8 @@ built = native.extension()
 needs_build = pytest.mark.skipif(isinstance(built, str), reason=f"the native extension did not build here: {built}")
 sw_built = sw_native.extension()
 needs_sw_build = pytest.mark.skipif(isinstance(sw_built, str), reason=f"the native extension did not build here: {sw_built}")
+msa_built = msa_native.extension()
+needs_msa_build = pytest.mark.skipif(isinstance(msa_built, str), reason=f"the native extension did not build here: {msa_built}")
 
 
 def inputs(B, H, T, Dk, Dv, seed=0, state=False, dtype=torch.float32):
@@ -165,3 +170,52 @@ def test_sliding_window_native_falls_back_for_gradients():
     k, v = torch.randn(1, 1, 40, 16, generator=g), torch.randn(1, 1, 40, 16, generator=g)
     o = sw_native.sliding_window_attn(q, k, v, 9)
     assert o.requires_grad and torch.equal(o, sw_reference.sliding_window_attn(q, k, v, 9))
+
+
+# B, H, G, T, S, D, block size, top_k: GQA, blocks narrower than the 16-wide register block, a
+# ragged last block, queries the last T of S keys, more blocks asked for than exist (-1 pads).
+MSA_SHAPES = [
+    (1, 4, 2, 63, 63, 24, 8, 3),
+    (2, 6, 3, 200, 200, 24, 16, 4),
+    (1, 2, 1, 45, 45, 16, 5, 2),
+    (1, 4, 2, 9, 70, 16, 8, 3),
+    (1, 8, 2, 300, 300, 64, 64, 8),
+]
+
+
+@needs_msa_build
+@pytest.mark.parametrize("B,H,G,T,S,D,bs,top_k", MSA_SHAPES)
+def test_msa_attn_native_equals_naive(B, H, G, T, S, D, bs, top_k):
+    g = torch.Generator().manual_seed(T + D)
+    q, k, v = torch.randn(B, H, T, D, generator=g), torch.randn(B, G, S, D, generator=g), torch.randn(B, G, S, D, generator=g)
+    block_idx = K.msa_select(torch.randn(B, G, T, 8, generator=g), torch.randn(B, S, 8, generator=g), bs, top_k)
+    with torch.no_grad():
+        o = msa_native.msa_attn(q, k, v, block_idx, bs)
+        o_scaled = msa_native.msa_attn(q, k, v, block_idx, bs, scale=0.3)
+    for got, scale in ((o, None), (o_scaled, 0.3)):
+        truth = msa_naive.msa_attn(q.double(), k.double(), v.double(), block_idx, bs, scale=scale)
+        tolerance.assert_within(got, truth, msa_naive.msa_attn(q, k, v, block_idx, bs, scale=scale), f"o (scale {scale})")
+
+
+@needs_msa_build
+def test_msa_attn_native_when_remote_scores_dwarf_the_local_block():
+    """An early block's keys score ~100 over the local maxima (past exp's fp32 range): the running max must move."""
+    g = torch.Generator().manual_seed(5)
+    q, k, v = torch.randn(1, 2, 96, 16, generator=g), torch.randn(1, 1, 96, 16, generator=g), torch.randn(1, 1, 96, 16, generator=g)
+    k[:, :, :8] *= 40
+    own = torch.arange(96) // 8
+    block_idx = torch.stack([own, torch.where(own > 0, 0, -1)], dim=-1).view(1, 1, 96, 2)  # the own block, then block 0 (every later query)
+    with torch.no_grad():
+        o = msa_native.msa_attn(q, k, v, block_idx, 8)
+    truth = msa_naive.msa_attn(q.double(), k.double(), v.double(), block_idx, 8)
+    tolerance.assert_within(o, truth, msa_naive.msa_attn(q, k, v, block_idx, 8), "o")
+
+
+def test_msa_native_selection_is_the_reference_and_gradients_fall_back():
+    assert msa_native.msa_select is msa_reference.msa_select
+    g = torch.Generator().manual_seed(3)
+    q = torch.randn(1, 2, 40, 16, generator=g).requires_grad_()
+    k, v = torch.randn(1, 1, 40, 16, generator=g), torch.randn(1, 1, 40, 16, generator=g)
+    block_idx = K.msa_select(torch.randn(1, 1, 40, 8, generator=g), torch.randn(1, 40, 8, generator=g), 8, 2)
+    o = msa_native.msa_attn(q, k, v, block_idx, 8)
+    assert o.requires_grad and torch.equal(o, msa_reference.msa_attn(q, k, v, block_idx, 8))

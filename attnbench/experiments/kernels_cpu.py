@@ -184,8 +184,10 @@ def _time_together(
         fns[op] = ("reference", partial(O.run, op, "reference", x, sh))
         for part, fn in spec_of_op(op).parts(x, sh, "reference").items():  # msa: its two parts alone
             fns[part] = ("reference", fn)
-        if op in natives:  # the fused native kernel, in the same rounds
+        if op in natives:  # the fused native kernel (and its parts), in the same rounds
             fns[f"{op} (native)"] = ("native", partial(O.run, op, "native", x, sh))
+            for part, fn in spec_of_op(op).parts(x, sh, "native").items():
+                fns[f"{part} (native)"] = ("native", fn)
     with torch.no_grad():
         if dev.type == "cpu":
             got, rounds = time_alternating({n: f for n, (_, f) in fns.items()}, min_run_time=cfg.kernels.min_run_time, repeats=5)
@@ -228,7 +230,11 @@ def summary(ctx) -> str:
     recs = [r for r in load_records([ctx.recorder.path]) if r["status"] == "measured"]
     ms = {(_column(r), r["context_len"]): r for r in recs if r["metric"] == "latency/prefill_ms"}
     lengths = sorted({T for _, T in ms})
-    columns = [c for op in TIMED for c in (op, f"{op} (native)", f"{op} (flex)", *spec_of_op(op).part_names)]  # an op, its twins, its parts
+    columns = [
+        c
+        for op in TIMED
+        for c in (op, f"{op} (native)", f"{op} (flex)", *(f"{p}{n}" for p in spec_of_op(op).part_names for n in ("", " (native)")))
+    ]  # an op, its twins, its parts
     ops = [BASELINE_OP] + [c for c in columns if any(o == c for o, _ in ms)]
     label = {BASELINE_OP: "causal SDPA"}
     head = "| T | " + " | ".join((label.get(op) or op) + " ms (x)" for op in ops) + " | load avg |"
