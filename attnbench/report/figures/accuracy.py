@@ -209,8 +209,10 @@ def _acc_series(g: pd.DataFrame, x: str) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=[x, "status", "v", "lo", "hi", "partial"])
 
 
-def _plot_acc(ax, g: pd.DataFrame, x: str, name: str, names: list[str], nudge: float = 1.0) -> set[str]:
+def _plot_acc(ax, g: pd.DataFrame, x: str, name: str, names: list[str], nudge: float = 1.0, label: str | None = None, **line) -> set[str]:
+    """One design's (or one model's: label) accuracy series; line: matplotlib line keywords (a later seed's)."""
     color, marker = style(name, names)
+    name = label or name
     m = _acc_series(g, x)
     learned = learned_of(g)
     if learned is False:  # shown, never read as a result: thin, dotted, pale, no band
@@ -233,7 +235,7 @@ def _plot_acc(ax, g: pd.DataFrame, x: str, name: str, names: list[str], nudge: f
                     clip_on=False,
                 )
         return set(m["status"]) & {"skipped", "failed"}  # its label says it did not learn
-    seen = plot_status_series(ax, m, x, "v", color, marker, name if learned else f"{name} (no learned check)", nudge=nudge)
+    seen = plot_status_series(ax, m, x, "v", color, marker, name if learned else f"{name} (no learned check)", nudge=nudge, **line)
     band = m[(m["status"] == "measured") & m["lo"].notna()].sort_values(x)
     if len(band) > 1:
         ax.fill_between(band[x], band["lo"], band["hi"], color=color, alpha=0.12, lw=0)
@@ -321,7 +323,7 @@ def multihop(df: pd.DataFrame) -> Figure | None:
     "Capacity: accuracy at the training length against key-value pairs",
     ("capacity/acc",),
     "exp=capacity (after Zoology's MQAR sweeps): each model at its training length, one query a context, "
-    "seeds pooled, bands the 95% Wilson interval. Left: against the number of key-value pairs in the context. "
+    "one line a model (design and seed: a design's later seeds thinner, never pooled), bands the 95% Wilson interval. Left: against the number of key-value pairs in the context. "
     "Right: the lightning models against pairs per float of one layer's state (heads x head dim squared), where "
     "a fixed state must start to lose pairs; softmax keeps every token and has no such axis. Grey (left): the "
     "task's chance level (dotted) and values-in-context floor (dashed). A thin dotted line is a model that did not learn "
@@ -341,7 +343,11 @@ def capacity(df: pd.DataFrame) -> Figure | None:
         if x == "n_pairs":  # the levels follow pairs; per state float they would mix the state sizes' steps
             draw_levels(ax, part, x, legend=True)
         for name in designs(part):
-            statuses |= _plot_acc(ax, part[part["design"] == name], x, name, names)
+            g = part[part["design"] == name]
+            by_seed = list(g.groupby("seed", sort=True)) if "seed" in g and g["seed"].notna().all() else [(None, g)]
+            for i, (seed, model) in enumerate(by_seed):
+                model_label = f"{name}, seed {int(seed)}" if seed is not None else None
+                statuses |= _plot_acc(ax, model, x, name, names, label=model_label, **({"lw": 1.0, "alpha": 0.6} if i else {}))
         ax.set_xscale("log", base=2)
         ax.set_ylim(-0.02, 1.05)
         ax.set_xlabel(label)
