@@ -83,5 +83,6 @@ def test_capacity_records_and_the_c6_rule(tmp_path, monkeypatch):
     fig = capacity_figure(data.records)
     assert fig is not None and len([a for a in fig.axes if a.get_visible() and a.get_xlabel()]) == 2
     right = next(a for a in fig.axes if a.get_xlabel().startswith("pairs per state"))
-    drawn = {t.get_label().split(" (")[0] for t in right.get_lines() if not t.get_label().startswith("_")}
-    assert "softmax" not in drawn and {"lightning_h1", "lightning_h2"} <= drawn
+    labels = [t.get_label() for t in right.get_lines() if not t.get_label().startswith("_")]
+    drawn = {x.split(" (")[0].split(", seed ")[0] for x in labels}  # a line a model: "design, seed s"
+    assert "softmax" not in drawn and {"lightning_h1", "lightning_h2"} <= drawn and all(", seed " in x for x in labels), labels

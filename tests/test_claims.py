@@ -649,6 +649,26 @@ def test_c6_compares_softmax_only_at_the_seeds_lightning_has(tmp_path):
     assert any("softmax's capacity records at seed(s) 1 set aside" in e for e in both.evidence)
 
 
+def test_c6_sets_aside_a_seed_of_a_state_size_that_did_not_learn(tmp_path):
+    """A model is a (design, seed): lightning_h4 learned at seed 0 and stalled at seed 1. Seed 1's
+    model is listed and its records set aside (pooled, its floor would drag h4's accuracy down and
+    fake a fall; judged alone, seed 1 has no lightning model that learned, so it does not count),
+    and softmax's seed 1, with no learned lightning model beside it, is set aside too."""
+    seed0 = cap_trained("softmax") + [cap("softmax", p, 200) for p in PAIRS]
+    for name, state in STATES.items():
+        seed0 += cap_trained(name) + [cap(name, p, 200, 200, state) for p in PAIRS]  # keeps up
+    seed1 = cap_trained("softmax") + [cap("softmax", p, 200) for p in PAIRS]
+    seed1 += cap_trained("lightning_h4", train_len=0, k=20) + [cap("lightning_h4", p, 20, 200, STATES["lightning_h4"]) for p in PAIRS]
+    alone = verdict("C6", tmp_path / "alone", [{**r, "exp": "capacity"} for r in seed0])
+    both = verdict("C6", tmp_path / "both", [{**r, "exp": "capacity"} for r in seed0 + _seed(seed1, 1)])
+    assert alone.verdict == both.verdict == R.NOT_SUPPORTED and both.parts == alone.parts, both.evidence
+    assert any(e.startswith("lightning_h4 seed 1: did not learn") and "set aside" in e for e in both.evidence), both.evidence
+    data = frame(tmp_path / "judged", [{**r, "exp": "capacity"} for r in seed0 + _seed(seed1, 1)])
+    judged = dict((c.id, v) for c, v in C.judge_all(data.records, data.train))["C6"]  # with the per-seed rule
+    assert judged.verdict == R.NOT_SUPPORTED and judged.seeds == [0], judged.evidence
+    assert "seed 1: inconclusive (no model that learned)" in judged.evidence[0], judged.evidence
+
+
 def _seed(records, s):
     return [{**r, "seed": s} for r in records]
 

@@ -46,6 +46,9 @@ class Verdict:
     # the parts whose verdict comes from a formula or the cost model (C4's theory, C7's prefix
     # caching): shown beside the verdict, and left out of the headline verdict (measured parts only)
     projected_parts: list[str] = field(default_factory=list)
+    # the verdict rests on no model that learned (C6 where no lightning state size learned): a
+    # seed whose verdict this is cannot judge the claim, so the seed rule does not count it
+    no_learned_model: bool = False
 
     @property
     def kind(self) -> str:  # css class

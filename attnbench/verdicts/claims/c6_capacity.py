@@ -75,12 +75,40 @@ def _common_seeds(df: pd.DataFrame, train, d: pd.DataFrame, lightning: list[str]
         return df, train, d
     v.evidence.append(
         f"softmax's capacity records at seed(s) {', '.join(map(str, sorted(soft - common)))} set aside: no lightning state size "
-        f"has records at that seed yet (compared: seed(s) {', '.join(map(str, sorted(common))) or 'none'})"
+        f"has records of a model that learned at that seed yet (compared: seed(s) {', '.join(map(str, sorted(common))) or 'none'})"
     )
     keep = ~(df["exp"].eq("capacity") | df["metric"].eq(CAPACITY)) | df["seed"].isin(common)
     if train is not None and "seed" in train.columns and "exp" in train.columns:
         train = train[train["exp"].ne("capacity") | train["seed"].isin(common)]
     return df[keep], train, d[d["seed"].isin(common)]
+
+
+def _learned_models_only(df: pd.DataFrame, train, d: pd.DataFrame, lightning: list[str], t: dict, v: Verdict):
+    """A model is a (design, seed): where one seed of a state size learned and another did not, the
+    one that did not is listed and its capacity records set aside, so a state size's accuracy pools
+    only models that learned (a model that never trained says nothing about what a state holds).
+    A state size no seed of which learned stays whole: _c6_state lists it as "did not learn"."""
+    drop = []
+    for name in lightning:
+        seeds = sorted({int(x) for x in d[d["design"] == name]["seed"].dropna()})
+        if len(seeds) < 2:
+            continue
+        flags = {}
+        for s in seeds:
+            own_train = train[train["seed"] == s] if train is not None and "seed" in train.columns else train
+            flags[s] = learned(df[df["seed"] == s], name, "mqar", train=own_train, threshold=t["learned_lb"])
+        if any(f.flag for f in flags.values()):
+            for s, f in flags.items():
+                if not f.flag:
+                    drop.append((name, s))
+                    v.evidence.append(f"{name} seed {s}: {NOT_LEARNED} ({f.why}): listed, its capacity records set aside (not evidence)")
+    if not drop:
+        return df, d
+    out = pd.Series(False, index=df.index)
+    for name, s in drop:
+        out |= df["design"].eq(name) & df["seed"].eq(s) & (df["exp"].eq("capacity") | df["metric"].eq(CAPACITY))
+    df = df[~out]
+    return df, d.loc[d.index.intersection(df.index)]
 
 
 def judge_c6(df: pd.DataFrame, t: dict, train=None) -> Verdict:
@@ -99,6 +127,7 @@ def judge_c6(df: pd.DataFrame, t: dict, train=None) -> Verdict:
             + " (experiments/capacity/README.md: how to run it)"
         )
         return v
+    df, d = _learned_models_only(df, train, d, lightning, t, v)
     df, train, d = _common_seeds(df, train, d, lightning, v)
     soft = learned(df, "softmax", "mqar", train=train, threshold=t["learned_lb"])
     v.evidence.append(("learned: " if soft.flag else "did not learn: " if soft.flag is False else "no check: ") + soft.why)
@@ -121,8 +150,8 @@ def judge_c6(df: pd.DataFrame, t: dict, train=None) -> Verdict:
     seeds = sorted({int(x) for x in d[d["design"].isin(learned_sizes + ["softmax"])]["seed"].dropna()})
     v.models = ["softmax", *learned_sizes]
     v.verdict = combine_parts({FALLS: SUPPORTED, HOLDS: NOT_SUPPORTED}.get(results[n], INCONCLUSIVE) for n in learned_sizes)
-    if not learned_sizes:
-        v.verdict = INCONCLUSIVE
+    if not learned_sizes:  # no model here is evidence: a seed without one cannot judge the claim (judge.SEED_RULE)
+        v.verdict, v.no_learned_model = INCONCLUSIVE, True
         v.evidence.append("inconclusive: no lightning state size learned the task: nothing says what a state can hold")
     falls_at = {n: _fall_point(df, n, above, t["gap"]) for n in learned_sizes if results[n] == FALLS}
     if len(falls_at) >= 2:

@@ -307,7 +307,7 @@ CLAIMS = [
 SEED_RULE = (
     "A verdict that rests on trained models holds only if it holds for each seed: with records of more than one seed, "
     "the claim is judged on all records pooled and again on each seed's records alone (the models trained at that seed, "
-    "probes drawn at it). A seed whose records cannot judge the claim (not yet measured) does not count; where a "
+    "probes drawn at it). A seed whose records cannot judge the claim (not yet measured, or no model at it learned) does not count; where a "
     "counted seed's verdict differs from the pooled one, the verdict is inconclusive and the evidence lists each seed's. "
     "With 2 or 3 seeds a cluster bootstrap over seeds would have too few clusters, so the per-seed rule is used."
 )
@@ -340,8 +340,9 @@ def _judged(claim: Claim, df: pd.DataFrame, train) -> Verdict:
         verdict.models, verdict.headline = [], ""
     verdict.seeds = verdict.seeds or model_seeds(df, verdict.models)  # a judge that compares seeds itself names them
     if claim.seeded and len(verdict.seeds) > 1 and verdict.verdict != NOT_MEASURED_YET:
-        per_seed = {s: _judge(claim, df[df["seed"] == s], seed_train(train, s)).verdict for s in verdict.seeds}
-        counted = {s: x for s, x in per_seed.items() if x != NOT_MEASURED_YET}
+        judged = {s: _judge(claim, df[df["seed"] == s], seed_train(train, s)) for s in verdict.seeds}
+        per_seed = {s: x.verdict + (" (no model that learned)" if x.no_learned_model else "") for s, x in judged.items()}
+        counted = {s: x.verdict for s, x in judged.items() if x.verdict != NOT_MEASURED_YET and not x.no_learned_model}
         listed = "; ".join(f"seed {s}: {x}" for s, x in per_seed.items())
         if not claim.seeds_within:
             verdict.seeds = sorted(counted)  # the seeds the verdict rests on
