@@ -193,7 +193,8 @@ def efficiency(df: pd.DataFrame) -> Figure | None:
     "Each op timed by exp=kernels_cpu: its minimal FLOPs (the cost model's fused kernel) over its measured time, "
     "against its minimal FLOPs a byte moved. Lines: the fp32 matmul peak (flat) and the copy bandwidth (diagonal), "
     "both calibrated in the run that timed it; an op's limit is the lower of the two at its intensity. One panel "
-    "a processor; one line a run and op (an earlier run's faint), the op named at its newest run's longest length.",
+    'a processor; one line a run and op (an earlier run\'s faint; a fused native kernel hollow, named "op (native)"), '
+    "the op named at its newest run's longest length.",
 )
 def roofline(df: pd.DataFrame) -> Figure | None:
     d = metric(df, "latency/prefill_ms")
@@ -218,13 +219,23 @@ def roofline(df: pd.DataFrame) -> Figure | None:
             ax.plot(xs, [min(peak, bw * x) / 1e9 for x in xs], color="0.4", lw=1.2)
             ax.axvline(peak / bw, color="0.7", ls=":", lw=0.8)  # the ridge: left of it memory bounds an op
         labels = []
-        for op, o in g.groupby("op"):
+        native = g["backend"].eq("native") if "backend" in g else pd.Series(False, index=g.index)
+        for op, o in g.assign(series=g["op"].astype(str) + native.map({True: " (native)", False: ""})).groupby("series"):
             color, marker = style(str(o["design"].iloc[0]), names)
+            hollow = {"mfc": "white"} if str(op).endswith(" (native)") else {}  # a fused native kernel: hollow, its own line
             newest = o.loc[o["time"].astype(str).idxmax(), "run_dir"]
             for run, r in o.groupby("run_dir"):  # one line a run: two runs' lengths never joined
                 r = r.sort_values("context_len")
                 ax.plot(
-                    r["intensity"], r["rate"] / 1e9, ls="-", marker=marker, color=color, ms=4, lw=0.8, alpha=1 if run == newest else 0.35
+                    r["intensity"],
+                    r["rate"] / 1e9,
+                    ls="-",
+                    marker=marker,
+                    color=color,
+                    ms=4,
+                    lw=0.8,
+                    alpha=1 if run == newest else 0.35,
+                    **hollow,
                 )
             last = o[o["run_dir"] == newest].sort_values("context_len").iloc[-1]
             labels.append((str(op), (last["intensity"], last["rate"] / 1e9), "0.1"))
