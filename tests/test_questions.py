@@ -149,6 +149,15 @@ def test_q_tokens_shows_measured_selection_cost_where_one_run_timed_both(tmp_pat
     method = "alternating"
     v = _q("Q-tokens", tmp_path / "whole", _needles(0, 190, 100) + timed[:4] + [t("dsa", 60.0, 4096), t("msa", 20.0, 4096)], exp="fixture")
     assert v.headline.endswith("; cost: dsa's forward takes 3x msa's time at 4K (CPU references, measured)"), v.headline
+    # msa's fused native kernel timed in the same run is another implementation: not compared with dsa's reference
+    native = [{**t("msa", 1.0, 4096), "backend": "native"}, {**t("msa_attn", 0.5, 4096), "backend": "native"}]
+    v = _q(
+        "Q-tokens",
+        tmp_path / "native",
+        _needles(0, 190, 100) + timed[:4] + [t("dsa", 60.0, 4096), t("msa", 20.0, 4096)] + native,
+        exp="fixture",
+    )
+    assert v.headline.endswith("takes 3x msa's time at 4K (CPU references, measured)"), v.headline
 
 
 def test_q_tokens_shows_the_cost_models_selection_cost_labelled_projected(tmp_path):

@@ -167,9 +167,11 @@ def kernels_alternating(data: RunData) -> pd.DataFrame:
     for (run, L), g in lat.groupby(["run_dir", "context_len"]):  # one row per run and length
         row = {"run": Path(run).name, "T": f"{L:.0f}"}
         for _, r in g.iterrows():
+            native = r.get("backend") == "native"  # a fused native kernel: its own column, its own speedup
             s_ = sp[(sp["run_dir"] == run) & (sp["context_len"] == L) & (sp["op"] == r["op"])]
+            s_ = s_[s_["backend"].eq("native") == native] if "backend" in s_ else s_
             ratio = f", {s_['v'].iloc[0]:.1f}x [{s_['ratio_p25'].iloc[0]:.1f}, {s_['ratio_p75'].iloc[0]:.1f}]" if len(s_) else ""
-            row[r["op"]] = f"{100 * r['peak_fraction']:.0f}% of roofline{ratio}"
+            row[r["op"] + (" (native)" if native else "")] = f"{100 * r['peak_fraction']:.0f}% of roofline{ratio}"
         p_ = cal.loc[cal["run_dir"] == run, "v"]
         row["peak (GFLOP/s)"] = f"{p_.iloc[-1] / 1e9:.0f}" if len(p_) else "—"
         row["load (1 min)"] = f"{g['load'].max():.2f}"

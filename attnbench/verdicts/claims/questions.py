@@ -207,6 +207,9 @@ def _measured_cost(df: pd.DataFrame, v: Verdict) -> str:
             (t["status"] == "measured")
             & t["op"].isin({n for pair in TOKEN_PARTS for n in pair})
             & t["method"].astype(str).str.startswith("alternating")
+            & (
+                t["backend"].eq("reference") if "backend" in t.columns else True
+            )  # like with like: both references (a native kernel is another implementation)
         ]
     else:
         t = t.iloc[0:0]
